@@ -1,0 +1,5 @@
+//! The reconcile host: Kubernetes controller machinery that dispatches reconciles to
+//! WebAssembly components.
+#![deny(missing_docs)]
+
+pub mod queue;

@@ -1,0 +1,264 @@
+//! The delaying layer: keys that become adds once their delay has elapsed (SEMANTICS rules 7–8).
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::collections::hash_map::Entry;
+use std::fmt;
+use std::ops::Deref;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::metrics::QueueMetrics;
+use super::{Key, Queue};
+
+type Map<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
+/// A delay so long it stands for "never" where `now + delay` would overflow the clock.
+const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// A waiting key and when it becomes ready; ordered so the `BinaryHeap` pops the earliest first.
+struct Waiting<K> {
+    ready: Instant,
+    /// Insertion order: breaks ties between equal ready times (FIFO) and tells a live entry
+    /// from one superseded by an earlier ready time for the same key.
+    seq: u64,
+    key: K,
+}
+
+impl<K> PartialEq for Waiting<K> {
+    fn eq(&self, other: &Self) -> bool {
+        (self.ready, self.seq) == (other.ready, other.seq)
+    }
+}
+impl<K> Eq for Waiting<K> {}
+impl<K> PartialOrd for Waiting<K> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<K> Ord for Waiting<K> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // Reversed: the max-heap yields the smallest (ready, seq).
+        (other.ready, other.seq).cmp(&(self.ready, self.seq))
+    }
+}
+
+struct Timers<K> {
+    heap: BinaryHeap<Waiting<K>>,
+    /// The live `(ready, seq)` of each waiting key; heap entries that disagree are stale.
+    live: Map<K, (Instant, u64)>,
+    next_seq: u64,
+    /// The deadline the timer task sleeps until, `None` when it sleeps without one.
+    armed: Option<Instant>,
+}
+
+struct Shared<K: Key> {
+    timers: Mutex<Timers<K>>,
+    /// Wakes the timer task when a key is due earlier than what it sleeps until.
+    wake: Arc<Notify>,
+    task: AbortHandle,
+}
+
+impl<K: Key> Drop for Shared<K> {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl<K: Key> Shared<K> {
+    fn lock(&self) -> MutexGuard<'_, Timers<K>> {
+        self.timers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Moves every due key into `queue` in ready-time order; returns the next deadline.
+    fn fire_due(&self, queue: &Queue<K>) -> Option<Instant> {
+        let now = Instant::now();
+        let mut due = Vec::new();
+        let next = {
+            let mut timers = self.lock();
+            while let Some(first) = timers.heap.peek() {
+                if first.ready > now {
+                    break;
+                }
+                let Waiting { ready, seq, key } = timers.heap.pop().expect("peeked");
+                if let Entry::Occupied(live) = timers.live.entry(key)
+                    && *live.get() == (ready, seq)
+                {
+                    due.push(live.remove_entry().0);
+                }
+            }
+            timers.armed = timers.heap.peek().map(|first| first.ready);
+            timers.armed
+        };
+        queue.add_all(due);
+        next
+    }
+}
+
+/// A workqueue with [`add_after`](DelayingQueue::add_after); dereferences to the basic
+/// [`Queue`] for everything else.
+///
+/// One tokio task per queue sleeps until the earliest ready time (no polling, no task per key);
+/// it stops when the queue shuts down or the last handle is dropped. Keys still waiting at
+/// shutdown are dropped, as in client-go.
+///
+/// # Panics
+/// Constructors panic outside a Tokio runtime (they spawn the timer task).
+pub struct DelayingQueue<K: Key> {
+    queue: Queue<K>,
+    shared: Arc<Shared<K>>,
+}
+
+impl<K: Key> Clone for DelayingQueue<K> {
+    fn clone(&self) -> Self {
+        Self {
+            queue: self.queue.clone(),
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<K: Key> fmt::Debug for DelayingQueue<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DelayingQueue")
+            .field("queue", &self.queue)
+            .field("waiting", &self.waiting())
+            .finish()
+    }
+}
+
+impl<K: Key> Deref for DelayingQueue<K> {
+    type Target = Queue<K>;
+    fn deref(&self) -> &Queue<K> {
+        &self.queue
+    }
+}
+
+impl<K: Key> Default for DelayingQueue<K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K: Key> DelayingQueue<K> {
+    /// An empty delaying queue without metrics.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::on(Queue::new())
+    }
+
+    /// An empty delaying queue reporting to `metrics`.
+    #[must_use]
+    pub fn with_metrics(metrics: Arc<dyn QueueMetrics>) -> Self {
+        Self::on(Queue::with_metrics(metrics))
+    }
+
+    fn on(queue: Queue<K>) -> Self {
+        let wake = Arc::new(Notify::new());
+        let shared = Arc::new_cyclic(|weak: &Weak<Shared<K>>| {
+            let task = tokio::spawn(timer_task(
+                weak.clone(),
+                Arc::clone(&wake),
+                queue.clone(),
+                queue.shutdown_token().clone(),
+            ));
+            Shared {
+                timers: Mutex::new(Timers {
+                    heap: BinaryHeap::new(),
+                    live: Map::default(),
+                    next_seq: 0,
+                    armed: None,
+                }),
+                wake,
+                task: task.abort_handle(),
+            }
+        });
+        Self { queue, shared }
+    }
+
+    /// Adds `key` once `delay` has elapsed (rule 7). Ignored while shutting down; a zero delay
+    /// is a plain [`add`](Queue::add). A key already waiting keeps the earlier ready time.
+    pub fn add_after(&self, key: K, delay: Duration) {
+        if self.queue.shutdown_token().is_cancelled() {
+            return;
+        }
+        if delay.is_zero() {
+            self.queue.add(key);
+            return;
+        }
+        let now = Instant::now();
+        let ready = now.checked_add(delay).unwrap_or_else(|| now + FAR_FUTURE);
+        let wake = {
+            let mut timers = self.shared.lock();
+            let timers = &mut *timers;
+            let seq = timers.next_seq;
+            match timers.live.entry(key) {
+                Entry::Occupied(mut live) => {
+                    if live.get().0 <= ready {
+                        return;
+                    }
+                    live.insert((ready, seq));
+                    timers.heap.push(Waiting {
+                        ready,
+                        seq,
+                        key: live.key().clone(),
+                    });
+                }
+                Entry::Vacant(vacant) => {
+                    let key = vacant.key().clone();
+                    vacant.insert((ready, seq));
+                    timers.heap.push(Waiting { ready, seq, key });
+                }
+            }
+            timers.next_seq += 1;
+            let wake = timers.armed.is_none_or(|armed| ready < armed);
+            if wake {
+                timers.armed = Some(ready);
+            }
+            wake
+        };
+        if wake {
+            self.shared.wake.notify_one();
+        }
+    }
+
+    /// Number of keys waiting for their delay to elapse.
+    #[must_use]
+    pub fn waiting(&self) -> usize {
+        self.shared.lock().live.len()
+    }
+}
+
+/// Sleeps until the earliest ready time or until woken for an earlier one, then fires what is
+/// due. Holds the shared state only weakly, so dropping the last handle ends it.
+async fn timer_task<K: Key>(
+    shared: Weak<Shared<K>>,
+    wake: Arc<Notify>,
+    queue: Queue<K>,
+    shutdown: CancellationToken,
+) {
+    let mut next: Option<Instant> = None;
+    loop {
+        let deadline = async {
+            match next {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            () = shutdown.cancelled() => return,
+            () = wake.notified() => {}
+            () = deadline => {}
+        }
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        next = shared.fire_due(&queue);
+    }
+}
