@@ -262,3 +262,169 @@ async fn timer_task<K: Key>(
         next = shared.fire_due(&queue);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use futures::FutureExt;
+
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn alive_tasks() -> usize {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    }
+
+    // Rule 7.
+    #[tokio::test(start_paused = true)]
+    async fn key_is_added_exactly_when_its_delay_elapses() {
+        let q = DelayingQueue::new();
+        let start = Instant::now();
+        q.add_after("a", ms(250));
+        assert_eq!(q.len(), 0);
+        assert_eq!(q.waiting(), 1);
+        assert_eq!(q.get().await, Some("a"));
+        assert_eq!(start.elapsed(), ms(250), "neither early nor late");
+        assert_eq!(q.waiting(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn zero_delay_is_a_plain_add() {
+        let q = DelayingQueue::new();
+        q.add_after("a", Duration::ZERO);
+        assert_eq!(q.len(), 1);
+        assert_eq!(q.waiting(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn add_after_is_ignored_while_shutting_down() {
+        let q = DelayingQueue::new();
+        q.shut_down();
+        q.add_after("a", ms(10));
+        q.add_after("b", Duration::ZERO);
+        assert_eq!(q.waiting(), 0);
+        assert_eq!(q.get().await, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_waiting_key_keeps_the_earlier_ready_time() {
+        let q = DelayingQueue::new();
+        let start = Instant::now();
+        q.add_after("later-first", ms(100));
+        q.add_after("later-first", ms(40));
+        q.add_after("earlier-first", ms(30));
+        q.add_after("earlier-first", ms(500));
+        assert_eq!(q.waiting(), 2);
+        assert_eq!(q.get().await, Some("earlier-first"));
+        assert_eq!(start.elapsed(), ms(30));
+        assert_eq!(q.get().await, Some("later-first"));
+        assert_eq!(start.elapsed(), ms(40));
+        // Nothing else fires: the superseded entries at 100 ms and 500 ms are stale.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(q.len(), 0);
+        assert_eq!(q.waiting(), 0);
+    }
+
+    // Rule 8.
+    #[tokio::test(start_paused = true)]
+    async fn waiting_keys_fire_in_ready_time_order() {
+        let q = DelayingQueue::new();
+        let start = Instant::now();
+        for (key, delay) in [("c", 30), ("a", 10), ("d", 40), ("b", 20), ("b2", 20)] {
+            q.add_after(key, ms(delay));
+        }
+        let mut fired = Vec::new();
+        for _ in 0..5 {
+            let key = q.get().await.unwrap();
+            fired.push((key, start.elapsed()));
+            q.done(&key);
+        }
+        assert_eq!(
+            fired,
+            [
+                ("a", ms(10)),
+                ("b", ms(20)),
+                ("b2", ms(20)),
+                ("c", ms(30)),
+                ("d", ms(40))
+            ]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fired_key_dedups_with_its_queued_copy() {
+        let q = DelayingQueue::new();
+        q.add("a");
+        q.add_after("a", ms(5));
+        tokio::time::sleep(ms(10)).await;
+        assert_eq!(q.waiting(), 0);
+        assert_eq!(q.len(), 1, "the delayed add met the queued `a`");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_firing_while_processing_comes_back_after_done() {
+        let q = DelayingQueue::new();
+        q.add("a");
+        let a = q.get().await.unwrap();
+        q.add_after("a", ms(5));
+        tokio::time::sleep(ms(10)).await;
+        assert_eq!(q.len(), 0);
+        q.done(&a);
+        assert_eq!(q.get().now_or_never(), Some(Some("a")));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_earlier_key_added_later_wakes_the_timer() {
+        let q = DelayingQueue::new();
+        let start = Instant::now();
+        q.add_after("slow", Duration::from_secs(60));
+        tokio::time::sleep(ms(1)).await; // the timer task now sleeps until 60 s
+        q.add_after("fast", ms(9));
+        assert_eq!(q.get().await, Some("fast"));
+        assert_eq!(start.elapsed(), ms(10));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shut_down_stops_the_timer_task_and_drops_waiting_keys() {
+        let before = alive_tasks();
+        let q = DelayingQueue::new();
+        q.add_after("a", ms(10));
+        assert_eq!(alive_tasks(), before + 1);
+        q.shut_down();
+        tokio::time::sleep(ms(20)).await;
+        assert_eq!(alive_tasks(), before);
+        assert_eq!(q.get().await, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn dropping_the_last_handle_stops_the_timer_task() {
+        let before = alive_tasks();
+        let q = DelayingQueue::new();
+        let clone = q.clone();
+        q.add_after(1_u32, Duration::from_secs(3600));
+        drop(q);
+        tokio::task::yield_now().await;
+        assert_eq!(alive_tasks(), before + 1, "a clone still holds the queue");
+        drop(clone);
+        for _ in 0..100 {
+            if alive_tasks() == before {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+        panic!("timer task still alive after the last handle was dropped");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_delay_too_long_for_the_clock_waits_forever_instead_of_panicking() {
+        let q = DelayingQueue::new();
+        q.add_after("never", Duration::MAX);
+        tokio::time::sleep(Duration::from_secs(365 * 24 * 3600)).await;
+        assert_eq!(q.len(), 0);
+        assert_eq!(q.waiting(), 1);
+    }
+}

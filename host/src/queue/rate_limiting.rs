@@ -118,3 +118,120 @@ impl<K: Key> RateLimitingQueue<K> {
         self.done(&key);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tokio::time::Instant;
+
+    use super::*;
+    use crate::queue::ItemExponential;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn exponential() -> RateLimitingQueue<&'static str> {
+        RateLimitingQueue::new(ItemExponential::new(ms(5), Duration::from_secs(1000)))
+    }
+
+    // Rule 9.
+    #[tokio::test(start_paused = true)]
+    async fn add_rate_limited_waits_the_limiters_delay_each_time() {
+        let q = exponential();
+        let mut arrivals = Vec::new();
+        for _ in 0..4 {
+            let start = Instant::now();
+            q.add_rate_limited("a");
+            let a = q.get().await.unwrap();
+            arrivals.push(start.elapsed());
+            q.done(&a);
+        }
+        assert_eq!(arrivals, [ms(5), ms(10), ms(20), ms(40)]);
+        assert_eq!(q.num_requeues(&"a"), 4);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn forget_clears_the_failure_count_but_not_the_queued_key() {
+        let q = exponential();
+        q.add_rate_limited("a");
+        q.add_rate_limited("a");
+        assert_eq!(q.num_requeues(&"a"), 2);
+        q.forget(&"a");
+        assert_eq!(q.num_requeues(&"a"), 0);
+        assert_eq!(q.waiting(), 1, "still waiting to be added");
+        assert_eq!(q.get().await, Some("a"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn default_queue_uses_the_default_controller_limiter() {
+        let q = RateLimitingQueue::<&str>::default();
+        let start = Instant::now();
+        q.add_rate_limited("a");
+        assert_eq!(q.get().await, Some("a"));
+        assert_eq!(start.elapsed(), ms(5));
+    }
+
+    // Rule 11.
+    #[tokio::test(start_paused = true)]
+    async fn completing_done_forgets_and_releases_the_key() {
+        let q = exponential();
+        q.add_rate_limited("a");
+        let a = q.get().await.unwrap();
+        q.complete(a, Completion::Done);
+        assert_eq!(q.num_requeues(&"a"), 0);
+        assert_eq!((q.len(), q.processing(), q.waiting()), (0, 0, 0));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn completing_failed_or_requeue_retries_with_growing_backoff() {
+        let q = exponential();
+        q.add("a");
+        let mut waits = Vec::new();
+        for completion in [Completion::Failed, Completion::Requeue, Completion::Failed] {
+            let a = q.get().await.unwrap();
+            let start = Instant::now();
+            q.complete(a, completion);
+            assert_eq!(q.processing(), 0, "done ran");
+            assert_eq!(q.get().await, Some("a"));
+            waits.push(start.elapsed());
+            q.done(&"a");
+            q.add("a");
+        }
+        assert_eq!(waits, [ms(5), ms(10), ms(20)]);
+        assert_eq!(q.num_requeues(&"a"), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn completing_requeue_after_forgets_then_delays_exactly() {
+        let q = exponential();
+        q.add_rate_limited("a");
+        q.add_rate_limited("a");
+        let a = q.get().await.unwrap();
+        let start = Instant::now();
+        q.complete(a, Completion::RequeueAfter(Duration::from_secs(30)));
+        assert_eq!(q.num_requeues(&"a"), 0);
+        assert_eq!(q.processing(), 0);
+        assert_eq!(q.get().await, Some("a"));
+        assert_eq!(start.elapsed(), Duration::from_secs(30));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_dirtied_during_a_failed_reconcile_runs_once_more_at_once() {
+        let q = exponential();
+        q.add("a");
+        let a = q.get().await.unwrap();
+        q.add("a"); // a watch event arrives meanwhile
+        let start = Instant::now();
+        q.complete(a, Completion::Failed);
+        assert_eq!(q.get().await, Some("a"));
+        assert_eq!(
+            start.elapsed(),
+            Duration::ZERO,
+            "the event's add is not delayed"
+        );
+        q.done(&"a");
+        // The failure's delayed add still arrives, and dedups into one more run.
+        assert_eq!(q.get().await, Some("a"));
+        assert_eq!(start.elapsed(), ms(5));
+    }
+}
