@@ -46,7 +46,7 @@ async fn concurrent_producers_and_workers_never_share_or_lose_a_key() {
                     );
                     let wanted = ledger.wanted[key].load(Ordering::SeqCst);
                     ledger.seen[key].fetch_max(wanted, Ordering::SeqCst);
-                    if processed % 7 == 0 {
+                    if processed.is_multiple_of(7) {
                         tokio::task::yield_now().await; // hold some keys across a yield
                     }
                     ledger.held[key].store(false, Ordering::SeqCst);
@@ -72,7 +72,7 @@ async fn concurrent_producers_and_workers_never_share_or_lose_a_key() {
                     } else {
                         queue.add(key);
                     }
-                    if i % 64 == 0 {
+                    if i.is_multiple_of(64) {
                         tokio::task::yield_now().await;
                     }
                 }
