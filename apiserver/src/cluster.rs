@@ -1,0 +1,699 @@
+//! The object semantics of a real API server on top of the store: create, update, the status
+//! subresource, patch, delete with finalizers, and CRDs making their kinds served.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use serde_json::{Map, Value, json};
+
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::faults::Faults;
+use crate::patch;
+use crate::resources::{Registry, Resource, crd_resources};
+use crate::store::{Mutation, Outcome, Store};
+use crate::util::{name_suffix, new_uid, now_rfc3339, validate_subdomain};
+
+/// The table of namespaces.
+pub const NAMESPACES: &str = "namespaces";
+/// The table of CRDs.
+pub const CRDS: &str = "customresourcedefinitions.apiextensions.k8s.io";
+
+/// Which part of an object a write may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// The main endpoint: everything but `status` when a status subresource exists.
+    Main,
+    /// The `/status` subresource: only `status`.
+    Status,
+}
+
+/// Options common to writes.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    /// `dryRun=All`: validate and answer, store nothing.
+    pub dry_run: bool,
+    /// `fieldManager`, or a name derived from the user agent.
+    pub field_manager: String,
+    /// The object's managedFields were already computed by server-side apply.
+    pub applied: bool,
+}
+
+/// A patch request.
+#[derive(Debug, Clone)]
+pub enum PatchKind {
+    /// `application/merge-patch+json`.
+    Merge,
+    /// `application/json-patch+json`.
+    Json,
+    /// `application/strategic-merge-patch+json`.
+    Strategic,
+    /// `application/apply-patch+yaml`, with `force`.
+    Apply {
+        /// `force=true`.
+        force: bool,
+    },
+}
+
+/// `DeleteOptions` that change behaviour.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOptions {
+    /// `Orphan`, `Background` (default) or `Foreground` (handled as Background).
+    pub propagation: Option<String>,
+    /// `preconditions.uid`.
+    pub uid: Option<String>,
+    /// `preconditions.resourceVersion`.
+    pub resource_version: Option<String>,
+    /// `dryRun=All`.
+    pub dry_run: bool,
+}
+
+/// The shared state of a running server.
+pub struct Cluster {
+    /// Object storage.
+    pub store: Arc<Store>,
+    /// Served resources.
+    pub registry: Arc<Registry>,
+    /// Fault injection.
+    pub faults: Faults,
+    /// Configuration.
+    pub config: Config,
+    /// Tells the garbage collector that a namespace started terminating.
+    pub(crate) terminating: tokio::sync::mpsc::UnboundedSender<String>,
+}
+
+fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
+    v.pointer(pointer).and_then(Value::as_str)
+}
+
+fn meta_mut(v: &mut Value) -> &mut Map<String, Value> {
+    if !v.get("metadata").is_some_and(Value::is_object) {
+        v["metadata"] = json!({});
+    }
+    v["metadata"]
+        .as_object_mut()
+        .expect("metadata is an object")
+}
+
+/// Whether two objects differ outside `metadata` and `status` (what bumps `generation`).
+fn spec_differs(a: &Value, b: &Value) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a != b;
+    };
+    let keys = a.keys().chain(b.keys());
+    keys.filter(|k| !matches!(k.as_str(), "metadata" | "status"))
+        .any(|k| a.get(k) != b.get(k))
+}
+
+/// The object without the fields every write rewrites, to detect no-op updates.
+fn comparable(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("resourceVersion");
+        meta.remove("managedFields");
+    }
+    v
+}
+
+impl Cluster {
+    fn require_namespace(&self, res: &Resource, ns: &str) -> Result<(), ApiError> {
+        if !res.namespaced {
+            return Ok(());
+        }
+        match self.store.get(NAMESPACES, "", ns) {
+            None => Err(ApiError::not_found("namespaces", ns)),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Fills and checks `apiVersion` and `kind` against the resource.
+    fn check_type(res: &Resource, obj: &mut Value) -> Result<(), ApiError> {
+        if !obj.is_object() {
+            return Err(ApiError::BadRequest(format!(
+                "the body of a {} request must be a JSON object",
+                res.kind
+            )));
+        }
+        let api_version = res.api_version();
+        match obj.get("kind").and_then(Value::as_str) {
+            None | Some("") => obj["kind"] = json!(res.kind),
+            Some(k) if k != res.kind => {
+                return Err(ApiError::BadRequest(format!(
+                    "the object kind `{k}` does not match the resource `{}`, which serves `{}`",
+                    res.group_resource(),
+                    res.kind
+                )));
+            }
+            Some(_) => {}
+        }
+        match obj.get("apiVersion").and_then(Value::as_str) {
+            None | Some("") => obj["apiVersion"] = json!(api_version),
+            Some(v) if v != api_version => {
+                return Err(ApiError::BadRequest(format!(
+                    "the object apiVersion `{v}` does not match the request path's `{api_version}`"
+                )));
+            }
+            Some(_) => {}
+        }
+        Ok(())
+    }
+
+    /// `POST`: creates an object.
+    pub fn create(
+        &self,
+        res: &Resource,
+        ns: &str,
+        mut obj: Value,
+        opts: &WriteOptions,
+    ) -> Result<Bytes, ApiError> {
+        Self::check_type(res, &mut obj)?;
+        self.require_namespace(res, ns)?;
+        let meta = meta_mut(&mut obj);
+        let name = match meta.get("name").and_then(Value::as_str) {
+            Some(n) if !n.is_empty() => n.to_string(),
+            _ => match meta.get("generateName").and_then(Value::as_str) {
+                Some(prefix) if !prefix.is_empty() => format!("{prefix}{}", name_suffix()),
+                _ => {
+                    return Err(ApiError::invalid(
+                        &res.kind,
+                        "",
+                        "metadata.name: Required value: name or generateName is required",
+                    ));
+                }
+            },
+        };
+        validate_subdomain(&name).map_err(|why| {
+            ApiError::invalid(
+                &res.kind,
+                &name,
+                format!("metadata.name: Invalid value: \"{name}\": {why}"),
+            )
+        })?;
+        if res.namespaced {
+            match meta.get("namespace").and_then(Value::as_str) {
+                Some(n) if !n.is_empty() && n != ns => {
+                    return Err(ApiError::BadRequest(format!(
+                        "the namespace of the provided object (`{n}`) does not match the namespace \
+                         sent on the request (`{ns}`)"
+                    )));
+                }
+                _ => {
+                    meta.insert("namespace".into(), json!(ns));
+                }
+            }
+        } else {
+            meta.remove("namespace");
+        }
+        let now = now_rfc3339();
+        meta.insert("name".into(), json!(name));
+        meta.insert("uid".into(), json!(new_uid()));
+        meta.insert("creationTimestamp".into(), json!(now));
+        meta.insert("generation".into(), json!(1));
+        for key in [
+            "resourceVersion",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "selfLink",
+        ] {
+            meta.remove(key);
+        }
+        if res.status
+            && let Some(o) = obj.as_object_mut()
+        {
+            o.remove("status");
+        }
+        let crd = self.prepare_special_create(res, &mut obj)?;
+        if !opts.applied {
+            patch::record_update(None, &mut obj, &opts.field_manager, &now);
+        }
+        let table = res.table();
+        let ns_key = if res.namespaced { ns } else { "" };
+        let outcome = self.store.mutate(&table, ns_key, &name, |cur, _| {
+            if cur.is_some() {
+                return Err(ApiError::AlreadyExists {
+                    resource: res.group_resource(),
+                    name: name.clone(),
+                });
+            }
+            Ok(if opts.dry_run {
+                Mutation::Keep(obj)
+            } else {
+                Mutation::Put(obj)
+            })
+        })?;
+        if let Some(resources) = crd
+            && !opts.dry_run
+        {
+            self.registry.install_crd(&name, resources);
+        }
+        Ok(outcome.bytes)
+    }
+
+    /// Kind-specific defaults on create; returns the resources a CRD will serve.
+    fn prepare_special_create(
+        &self,
+        res: &Resource,
+        obj: &mut Value,
+    ) -> Result<Option<Vec<Resource>>, ApiError> {
+        if *res.table() == *NAMESPACES {
+            obj["status"] = json!({"phase": "Active"});
+            obj["spec"] = json!({"finalizers": ["kubernetes"]});
+            if !obj
+                .pointer("/metadata/labels")
+                .is_some_and(Value::is_object)
+            {
+                obj["metadata"]["labels"] = json!({});
+            }
+            let name = str_at(obj, "/metadata/name")
+                .unwrap_or_default()
+                .to_string();
+            obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
+            return Ok(None);
+        }
+        if *res.table() == *CRDS {
+            let name = str_at(obj, "/metadata/name")
+                .unwrap_or_default()
+                .to_string();
+            let resources =
+                crd_resources(obj).map_err(|m| ApiError::invalid(&res.kind, &name, m))?;
+            let names = obj.pointer("/spec/names").cloned().unwrap_or(json!({}));
+            let now = now_rfc3339();
+            obj["status"] = json!({
+                "acceptedNames": names,
+                "storedVersions": resources.iter().map(|r| r.version.clone()).take(1).collect::<Vec<_>>(),
+                "conditions": [
+                    {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
+                     "message": "no conflicts found", "lastTransitionTime": now},
+                    {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+                     "message": "the initial names have been accepted", "lastTransitionTime": now},
+                ],
+            });
+            return Ok(Some(resources));
+        }
+        Ok(None)
+    }
+
+    /// `GET` of one object.
+    pub fn get(&self, res: &Resource, ns: &str, name: &str) -> Result<Bytes, ApiError> {
+        let ns = if res.namespaced { ns } else { "" };
+        self.store
+            .get(&res.table(), ns, name)
+            .map(|s| s.bytes)
+            .ok_or_else(|| ApiError::not_found(&res.group_resource(), name))
+    }
+
+    /// `PUT` of the object or its status.
+    pub fn update(
+        &self,
+        res: &Resource,
+        ns: &str,
+        name: &str,
+        mut obj: Value,
+        part: Part,
+        opts: &WriteOptions,
+    ) -> Result<Bytes, ApiError> {
+        Self::check_type(res, &mut obj)?;
+        match str_at(&obj, "/metadata/name") {
+            Some(n) if n != name => {
+                return Err(ApiError::BadRequest(format!(
+                    "the name of the object (`{n}`) does not match the name on the URL (`{name}`)"
+                )));
+            }
+            _ => {}
+        }
+        let sent_rv = str_at(&obj, "/metadata/resourceVersion").map(str::to_string);
+        self.write(
+            res,
+            ns,
+            name,
+            opts,
+            move |current| {
+                check_rv(res, name, current, sent_rv.as_deref())?;
+                Ok(obj)
+            },
+            part,
+        )
+        .map(|o| o.bytes)
+    }
+
+    /// `PATCH` of the object or its status.
+    pub fn patch(
+        &self,
+        res: &Resource,
+        ns: &str,
+        name: &str,
+        kind: PatchKind,
+        body: Value,
+        part: Part,
+        opts: &WriteOptions,
+    ) -> Result<(Bytes, bool), ApiError> {
+        let invalid = |e: patch::PatchError| match e {
+            patch::PatchError::UnsupportedForKind { .. } => {
+                ApiError::UnsupportedMediaType(e.to_string())
+            }
+            other => ApiError::invalid(&res.kind, name, other.to_string()),
+        };
+        if let PatchKind::Apply { force } = kind {
+            let opts = &WriteOptions {
+                applied: true,
+                ..opts.clone()
+            };
+            if opts.field_manager.is_empty() {
+                return Err(ApiError::BadRequest(
+                    "PATCH with application/apply-patch+yaml requires the fieldManager query \
+                     parameter; set it to the name of the applying tool"
+                        .into(),
+                ));
+            }
+            let ns_key = if res.namespaced { ns } else { "" };
+            let exists = self.store.get(&res.table(), ns_key, name).is_some();
+            if !exists {
+                if part == Part::Status {
+                    return Err(ApiError::not_found(&res.group_resource(), name));
+                }
+                let mut applied = body;
+                Self::check_type(res, &mut applied)?;
+                let request = apply_request(res, opts, force);
+                let created = patch::apply(None, &applied, &request)
+                    .map_err(|e| apply_error(res, name, e))?;
+                return self.create(res, ns, created, opts).map(|b| (b, true));
+            }
+            let out = self.write(
+                res,
+                ns,
+                name,
+                opts,
+                |current| {
+                    let mut applied = body;
+                    Self::check_type(res, &mut applied)?;
+                    let request = apply_request(res, opts, force);
+                    patch::apply(Some(current), &applied, &request)
+                        .map_err(|e| apply_error(res, name, e))
+                },
+                part,
+            )?;
+            return Ok((out.bytes, false));
+        }
+        let out = self.write(res, ns, name, opts, |current| {
+            let mut patched = current.clone();
+            match kind {
+                PatchKind::Merge => patch::merge_patch(&mut patched, &body),
+                PatchKind::Json => patch::json_patch(&mut patched, &body).map_err(invalid)?,
+                PatchKind::Strategic => {
+                    let api_version = res.api_version();
+                    if res.crd.is_some() {
+                        return Err(ApiError::UnsupportedMediaType(format!(
+                            "strategic merge patch is not supported for custom resource {}; use \
+                             application/merge-patch+json or server-side apply",
+                            res.group_resource()
+                        )));
+                    }
+                    patch::strategic_merge_patch(&mut patched, &body, &api_version, &res.kind)
+                        .map_err(invalid)?
+                }
+                PatchKind::Apply { .. } => unreachable!("handled above"),
+            }
+            let sent = str_at(&patched, "/metadata/resourceVersion");
+            let live = str_at(current, "/metadata/resourceVersion");
+            if sent.is_some() && sent != live {
+                check_rv(res, name, current, sent)?;
+            }
+            Ok(patched)
+        }, part)?;
+        Ok((out.bytes, false))
+    }
+
+    /// The shared update path: `change` builds the candidate from the live object, then the
+    /// server-owned fields, the status rule, generation and finalizer completion are applied.
+    fn write(
+        &self,
+        res: &Resource,
+        ns: &str,
+        name: &str,
+        opts: &WriteOptions,
+        change: impl FnOnce(&Value) -> Result<Value, ApiError>,
+        part: Part,
+    ) -> Result<Outcome, ApiError> {
+        let ns_key = if res.namespaced { ns } else { "" };
+        if res.namespaced && self.store.get(NAMESPACES, "", ns).is_none() {
+            return Err(ApiError::not_found("namespaces", ns));
+        }
+        let table = res.table();
+        let now = now_rfc3339();
+        let outcome = self.store.mutate(&table, ns_key, name, |cur, _| {
+            let current = cur.ok_or_else(|| ApiError::not_found(&res.group_resource(), name))?;
+            let mut candidate = change(&current)?;
+            if !candidate.is_object() {
+                return Err(ApiError::invalid(
+                    &res.kind,
+                    name,
+                    "the result must be a JSON object",
+                ));
+            }
+            let mut next = match part {
+                Part::Status => {
+                    let mut next = current.clone();
+                    match candidate.get_mut("status").map(Value::take) {
+                        Some(status) => next["status"] = status,
+                        None => {
+                            if let Some(o) = next.as_object_mut() {
+                                o.remove("status");
+                            }
+                        }
+                    }
+                    next
+                }
+                Part::Main => {
+                    if res.status {
+                        match current.get("status") {
+                            Some(s) => candidate["status"] = s.clone(),
+                            None => {
+                                if let Some(o) = candidate.as_object_mut() {
+                                    o.remove("status");
+                                }
+                            }
+                        }
+                    }
+                    candidate
+                }
+            };
+            keep_server_fields(&current, &mut next, res);
+            if *table == *CRDS {
+                crd_resources(&next).map_err(|m| ApiError::invalid(&res.kind, name, m))?;
+            }
+            let generation = current
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+            let bumped = if spec_differs(&current, &next) {
+                generation + 1
+            } else {
+                generation
+            };
+            next["metadata"]["generation"] = json!(bumped);
+            if comparable(&current) == comparable(&next) {
+                return Ok(Mutation::Keep(current));
+            }
+            if !opts.applied {
+                patch::record_update(Some(&current), &mut next, &opts.field_manager, &now);
+            }
+            let finalizers_done = next
+                .pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .is_none_or(Vec::is_empty);
+            let deleting = next.pointer("/metadata/deletionTimestamp").is_some();
+            Ok(match (opts.dry_run, deleting && finalizers_done) {
+                (true, _) => Mutation::Keep(next),
+                (false, true) if *table != *NAMESPACES => Mutation::Delete(next),
+                (false, _) => Mutation::Put(next),
+            })
+        })?;
+        if *table == *CRDS && !opts.dry_run && !outcome.deleted {
+            if let Ok(v) = serde_json::from_slice::<Value>(&outcome.bytes)
+                && let Ok(resources) = crd_resources(&v)
+            {
+                self.registry.install_crd(name, resources);
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// `DELETE` of one object. Returns the body and whether the object is gone (200) or only
+    /// marked for deletion (202).
+    pub fn delete(
+        &self,
+        res: &Resource,
+        ns: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<(Bytes, bool), ApiError> {
+        let ns_key = if res.namespaced { ns } else { "" };
+        let table = res.table();
+        if opts.propagation.as_deref() == Some("Orphan") && !opts.dry_run {
+            if let Some(stored) = self.store.get(&table, ns_key, name)
+                && let Ok(v) = serde_json::from_slice::<Value>(&stored.bytes)
+                && let Some(uid) = str_at(&v, "/metadata/uid")
+            {
+                self.orphan_dependents(uid);
+            }
+        }
+        let is_namespace = *table == *NAMESPACES;
+        let outcome = self.store.mutate(&table, ns_key, name, |cur, _| {
+            let current = cur.ok_or_else(|| ApiError::not_found(&res.group_resource(), name))?;
+            let conflict = |what: &str, want: &str, have: &str| ApiError::Conflict {
+                resource: res.group_resource(),
+                name: name.to_string(),
+                message: format!(
+                    "Precondition failed: {what} in precondition: {want}, {what} in object meta: \
+                     {have}; fetch the object again and retry with its current {what}"
+                ),
+            };
+            if let Some(uid) = &opts.uid {
+                let have = str_at(&current, "/metadata/uid").unwrap_or_default();
+                if uid != have {
+                    return Err(conflict("UID", uid, have));
+                }
+            }
+            if let Some(rv) = &opts.resource_version {
+                let have = str_at(&current, "/metadata/resourceVersion").unwrap_or_default();
+                if rv != have {
+                    return Err(conflict("ResourceVersion", rv, have));
+                }
+            }
+            let decision = deletion(current, is_namespace);
+            Ok(match (opts.dry_run, decision) {
+                (true, Mutation::Put(v) | Mutation::Delete(v) | Mutation::Keep(v)) => {
+                    Mutation::Keep(v)
+                }
+                (false, d) => d,
+            })
+        })?;
+        if is_namespace && !opts.dry_run {
+            let _ = self.terminating.send(name.to_string());
+        }
+        if outcome.deleted {
+            let v: Value = serde_json::from_slice(&outcome.bytes).unwrap_or_default();
+            let status = json!({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                "details": {"name": name, "group": res.group, "kind": res.plural,
+                            "uid": v.pointer("/metadata/uid")},
+            });
+            return Ok((Bytes::from(status.to_string()), true));
+        }
+        Ok((outcome.bytes, false))
+    }
+
+    /// Removes owner references to `uid` from its dependents (DeleteOptions Orphan).
+    pub fn orphan_dependents(&self, uid: &str) {
+        for (table, key) in self.store.dependents(uid) {
+            let _ = self.store.mutate(&table, &key.ns, &key.name, |cur, _| {
+                let Some(mut v) = cur else {
+                    return Ok(Mutation::Keep(Value::Null));
+                };
+                if let Some(refs) = v
+                    .pointer_mut("/metadata/ownerReferences")
+                    .and_then(Value::as_array_mut)
+                {
+                    refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(uid));
+                }
+                Ok(Mutation::Put(v))
+            });
+        }
+    }
+}
+
+/// What deleting `current` does: mark it (finalizers pending) or remove it.
+pub fn deletion(mut current: Value, is_namespace: bool) -> Mutation {
+    let pending = current
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|f| !f.is_empty());
+    if pending || is_namespace {
+        if current.pointer("/metadata/deletionTimestamp").is_some() {
+            return Mutation::Keep(current);
+        }
+        let meta = meta_mut(&mut current);
+        meta.insert("deletionTimestamp".into(), json!(now_rfc3339()));
+        meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+        if is_namespace {
+            current["status"] = json!({"phase": "Terminating"});
+        }
+        return Mutation::Put(current);
+    }
+    Mutation::Delete(current)
+}
+
+fn check_rv(
+    res: &Resource,
+    name: &str,
+    current: &Value,
+    sent: Option<&str>,
+) -> Result<(), ApiError> {
+    let live = str_at(current, "/metadata/resourceVersion");
+    match sent {
+        Some(s) if !s.is_empty() && Some(s) != live => Err(ApiError::Conflict {
+            resource: res.group_resource(),
+            name: name.to_string(),
+            message: "the object has been modified; please apply your changes to the latest \
+                      version and try again"
+                .into(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Copies the fields clients cannot change from the live object.
+fn keep_server_fields(current: &Value, next: &mut Value, res: &Resource) {
+    for key in ["kind", "apiVersion"] {
+        if let Some(v) = current.get(key) {
+            next[key] = v.clone();
+        }
+    }
+    let meta = meta_mut(next);
+    for key in [
+        "name",
+        "namespace",
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+    ] {
+        match current.pointer(&format!("/metadata/{key}")) {
+            Some(v) => {
+                meta.insert(key.into(), v.clone());
+            }
+            None => {
+                meta.remove(key);
+            }
+        }
+    }
+    meta.remove("resourceVersion");
+    let _ = res;
+}
+
+fn apply_request(res: &Resource, opts: &WriteOptions, force: bool) -> patch::ApplyRequest {
+    let mut request = patch::ApplyRequest::new(
+        &opts.field_manager,
+        res.api_version(),
+        &res.kind,
+        now_rfc3339(),
+    );
+    request.force = force;
+    request
+}
+
+fn apply_error(res: &Resource, name: &str, e: patch::ApplyError) -> ApiError {
+    match &e {
+        patch::ApplyError::Conflict { conflicts } => ApiError::FieldConflict {
+            resource: res.group_resource(),
+            name: name.to_string(),
+            message: e.to_string(),
+            causes: conflicts
+                .iter()
+                .map(patch::FieldConflict::status_cause)
+                .collect(),
+        },
+        _ => ApiError::BadRequest(e.to_string()),
+    }
+}

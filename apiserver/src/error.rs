@@ -1,0 +1,234 @@
+//! Errors of the API server: request failures rendered as `metav1.Status`, and start failures.
+
+use serde_json::{Value, json};
+
+/// A request failure; every variant becomes a `metav1.Status` body with the matching HTTP code
+/// and `reason`, as a real API server sends it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ApiError {
+    /// 404 NotFound: the object (or the resource type) does not exist.
+    #[error("{resource} \"{name}\" not found")]
+    NotFound {
+        /// The resource (plural, with group), e.g. `configmaps` or `deployments.apps`.
+        resource: String,
+        /// The object name, empty for a missing resource type.
+        name: String,
+    },
+    /// 404 NotFound for a path that names no served resource.
+    #[error("the server could not find the requested resource (path {0})")]
+    NoRoute(String),
+    /// 409 AlreadyExists: create of a name that is taken.
+    #[error("{resource} \"{name}\" already exists")]
+    AlreadyExists {
+        /// The resource (plural, with group).
+        resource: String,
+        /// The object name.
+        name: String,
+    },
+    /// 409 Conflict: a stale resourceVersion or a failed precondition.
+    #[error("Operation cannot be fulfilled on {resource} \"{name}\": {message}")]
+    Conflict {
+        /// The resource (plural, with group).
+        resource: String,
+        /// The object name.
+        name: String,
+        /// What conflicted and what to do.
+        message: String,
+    },
+    /// 409 Conflict from server-side apply: fields owned by other managers.
+    #[error("{message}")]
+    FieldConflict {
+        /// The resource (plural, with group).
+        resource: String,
+        /// The object name.
+        name: String,
+        /// The conflicts, and the fix (`force=true` or drop the fields).
+        message: String,
+        /// One `FieldManagerConflict` cause per field.
+        causes: Vec<Value>,
+    },
+    /// 422 Invalid: the object fails validation.
+    #[error("{kind} \"{name}\" is invalid: {message}")]
+    Invalid {
+        /// The kind of the object.
+        kind: String,
+        /// The object name.
+        name: String,
+        /// The failing field and why.
+        message: String,
+    },
+    /// 400 BadRequest: the request itself is malformed.
+    #[error("{0}")]
+    BadRequest(String),
+    /// 410 Gone: the requested resourceVersion is older than the history window.
+    #[error("{0}")]
+    Gone(String),
+    /// 410 Gone with reason Expired (an expired continue token).
+    #[error("{0}")]
+    Expired(String),
+    /// 429 TooManyRequests, with a `Retry-After` in seconds.
+    #[error("{message}")]
+    TooManyRequests {
+        /// Why the request was refused.
+        message: String,
+        /// Seconds the client should wait.
+        retry_after_secs: u64,
+    },
+    /// 405 MethodNotAllowed: the verb is not served for this path.
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    /// 415 UnsupportedMediaType: a body or patch type the server does not read.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// 500 InternalError.
+    #[error("Internal error occurred: {0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    /// The HTTP status code.
+    pub fn code(&self) -> u16 {
+        match self {
+            ApiError::NotFound { .. } | ApiError::NoRoute(_) => 404,
+            ApiError::AlreadyExists { .. }
+            | ApiError::Conflict { .. }
+            | ApiError::FieldConflict { .. } => 409,
+            ApiError::Invalid { .. } => 422,
+            ApiError::BadRequest(_) => 400,
+            ApiError::Gone(_) | ApiError::Expired(_) => 410,
+            ApiError::TooManyRequests { .. } => 429,
+            ApiError::MethodNotAllowed(_) => 405,
+            ApiError::UnsupportedMediaType(_) => 415,
+            ApiError::Internal(_) => 500,
+        }
+    }
+
+    /// The `reason` field of the Status.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ApiError::NotFound { .. } | ApiError::NoRoute(_) => "NotFound",
+            ApiError::AlreadyExists { .. } => "AlreadyExists",
+            ApiError::Conflict { .. } | ApiError::FieldConflict { .. } => "Conflict",
+            ApiError::Invalid { .. } => "Invalid",
+            ApiError::BadRequest(_) => "BadRequest",
+            ApiError::Gone(_) => "Gone",
+            ApiError::Expired(_) => "Expired",
+            ApiError::TooManyRequests { .. } => "TooManyRequests",
+            ApiError::MethodNotAllowed(_) => "MethodNotAllowed",
+            ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
+            ApiError::Internal(_) => "InternalError",
+        }
+    }
+
+    /// The `metav1.Status` body.
+    pub fn status(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.to_string(),
+            "reason": self.reason(),
+            "code": self.code(),
+        });
+        let details = match self {
+            ApiError::NotFound { resource, name }
+            | ApiError::AlreadyExists { resource, name }
+            | ApiError::Conflict { resource, name, .. } => Some(details(resource, name)),
+            ApiError::FieldConflict {
+                resource,
+                name,
+                causes,
+                ..
+            } => {
+                let mut d = details(resource, name);
+                d["causes"] = json!(causes);
+                Some(d)
+            }
+            ApiError::Invalid {
+                kind,
+                name,
+                message,
+            } => Some(json!({
+                "name": name, "kind": kind,
+                "causes": [{"reason": "FieldValueInvalid", "message": message}],
+            })),
+            ApiError::TooManyRequests {
+                retry_after_secs, ..
+            } => Some(json!({"retryAfterSeconds": retry_after_secs})),
+            _ => None,
+        };
+        if let Some(d) = details {
+            status["details"] = d;
+        }
+        status
+    }
+
+    /// Shorthand for a NotFound.
+    pub fn not_found(resource: &str, name: &str) -> Self {
+        ApiError::NotFound {
+            resource: resource.to_string(),
+            name: name.to_string(),
+        }
+    }
+
+    /// Shorthand for an Invalid.
+    pub fn invalid(kind: &str, name: &str, message: impl Into<String>) -> Self {
+        ApiError::Invalid {
+            kind: kind.to_string(),
+            name: name.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+fn details(resource: &str, name: &str) -> Value {
+    let (kind, group) = resource.split_once('.').unwrap_or((resource, ""));
+    json!({"name": name, "group": group, "kind": kind})
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A listener could not bind its address.
+    #[error("failed to bind the {which} listener on {addr}; choose another address or port")]
+    Bind {
+        /// `HTTP` or `HTTPS`.
+        which: &'static str,
+        /// The address asked for.
+        addr: std::net::SocketAddr,
+        /// The I/O failure.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The self-signed certificate could not be generated.
+    #[error("failed to generate the self-signed serving certificate")]
+    Certificate(#[source] rcgen::Error),
+    /// The TLS configuration was refused by rustls.
+    #[error("failed to build the TLS server configuration from the generated certificate")]
+    Tls(#[source] rustls::Error),
+}
+
+/// Why a file (kubeconfig, CA) could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error("failed to write {what} to {path}; check that the directory exists and is writable")]
+pub struct WriteError {
+    /// What was being written.
+    pub what: &'static str,
+    /// Where.
+    pub path: std::path::PathBuf,
+    /// The I/O failure.
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// Why a kube client could not be built for this server.
+#[derive(Debug, thiserror::Error)]
+#[error("failed to build a kube client for the embedded API server at {url}")]
+pub struct ClientError {
+    /// The server URL.
+    pub url: String,
+    /// The kube failure.
+    #[source]
+    pub source: kube::Error,
+}

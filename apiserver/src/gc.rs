@@ -1,0 +1,145 @@
+//! Background garbage collection: dependents of deleted owners (by `ownerReferences`), the
+//! contents of terminating namespaces, and the custom resources of deleted CRDs.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio_util::sync::CancellationToken;
+
+use crate::cluster::{CRDS, Cluster, NAMESPACES, deletion};
+use crate::store::{Mutation, ObjKey, Removal};
+
+/// Runs until `cancel` fires.
+pub(crate) async fn run(
+    cluster: Arc<Cluster>,
+    mut removals: UnboundedReceiver<Removal>,
+    mut terminating: UnboundedReceiver<String>,
+    cancel: CancellationToken,
+) {
+    let mut namespaces: HashSet<String> = HashSet::new();
+    loop {
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => break,
+            Some(ns) = terminating.recv() => {
+                delete_namespace_contents(&cluster, &ns);
+                namespaces.insert(ns.clone());
+                if finish_namespace(&cluster, &ns) {
+                    namespaces.remove(&ns);
+                }
+            }
+            Some(removal) = removals.recv() => {
+                on_removal(&cluster, &removal);
+                if namespaces.contains(&removal.ns) && finish_namespace(&cluster, &removal.ns) {
+                    namespaces.remove(&removal.ns);
+                }
+            }
+            else => break,
+        }
+    }
+}
+
+fn on_removal(cluster: &Cluster, removal: &Removal) {
+    if *removal.table == *CRDS {
+        cluster.registry.remove_crd(&removal.name);
+        let table: Arc<str> = Arc::from(removal.name.as_str());
+        for key in cluster.store.keys_in(&table, None) {
+            let _ = cluster.store.mutate(&table, &key.ns, &key.name, |cur, _| {
+                Ok(cur.map_or(Mutation::Keep(Value::Null), Mutation::Delete))
+            });
+        }
+    }
+    if removal.uid.is_empty() {
+        return;
+    }
+    for (table, key) in cluster.store.dependents(&removal.uid) {
+        collect_dependent(cluster, &table, &key);
+    }
+}
+
+/// Drops owner references whose owner is gone; deletes the dependent when none remain.
+fn collect_dependent(cluster: &Cluster, table: &Arc<str>, key: &ObjKey) {
+    let _ = cluster.store.mutate(table, &key.ns, &key.name, |cur, _| {
+        let Some(mut obj) = cur else {
+            return Ok(Mutation::Keep(Value::Null));
+        };
+        let refs = obj
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let solid: Vec<Value> = refs
+            .iter()
+            .filter(|r| owner_exists(cluster, r, &key.ns))
+            .cloned()
+            .collect();
+        if solid.is_empty() {
+            return Ok(deletion(obj, false));
+        }
+        if solid.len() == refs.len() {
+            return Ok(Mutation::Keep(obj));
+        }
+        obj["metadata"]["ownerReferences"] = Value::Array(solid);
+        Ok(Mutation::Put(obj))
+    });
+}
+
+fn owner_exists(cluster: &Cluster, owner: &Value, dependent_ns: &str) -> bool {
+    let field = |k: &str| owner.get(k).and_then(Value::as_str).unwrap_or_default();
+    let Some(res) = cluster
+        .registry
+        .find_kind(field("apiVersion"), field("kind"))
+    else {
+        return false;
+    };
+    let ns = if res.namespaced { dependent_ns } else { "" };
+    cluster
+        .store
+        .get(&res.table(), ns, field("name"))
+        .and_then(|s| serde_json::from_slice::<Value>(&s.bytes).ok())
+        .is_some_and(|v| v.pointer("/metadata/uid").and_then(Value::as_str) == Some(field("uid")))
+}
+
+fn delete_namespace_contents(cluster: &Cluster, ns: &str) {
+    for table in cluster.store.tables() {
+        if *table == *NAMESPACES {
+            continue;
+        }
+        for key in cluster.store.keys_in(&table, Some(ns)) {
+            let _ = cluster.store.mutate(&table, &key.ns, &key.name, |cur, _| {
+                Ok(cur.map_or(Mutation::Keep(Value::Null), |v| deletion(v, false)))
+            });
+        }
+    }
+}
+
+/// Removes a terminating namespace once it is empty and has no finalizers; true when gone.
+fn finish_namespace(cluster: &Cluster, ns: &str) -> bool {
+    let empty = cluster
+        .store
+        .tables()
+        .iter()
+        .filter(|t| ***t != *NAMESPACES)
+        .all(|t| cluster.store.keys_in(t, Some(ns)).is_empty());
+    if !empty {
+        return false;
+    }
+    let table: Arc<str> = Arc::from(NAMESPACES);
+    let outcome = cluster.store.mutate(&table, "", ns, |cur, _| {
+        let Some(obj) = cur else {
+            return Ok(Mutation::Keep(Value::Null));
+        };
+        let finalized = obj
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty);
+        if obj.pointer("/metadata/deletionTimestamp").is_some() && finalized {
+            Ok(Mutation::Delete(obj))
+        } else {
+            Ok(Mutation::Keep(obj))
+        }
+    });
+    outcome.is_ok_and(|o| o.deleted)
+}

@@ -1,0 +1,213 @@
+//! Handlers for single-object verbs (get, create, update, patch, delete) and deletecollection.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::Response;
+use serde_json::Value;
+
+use super::{App, Query, Target, json_response, list, table, wants_table};
+use crate::cluster::{DeleteOptions, Part, PatchKind, WriteOptions};
+use crate::error::ApiError;
+use crate::faults::Verb;
+
+pub(super) fn serve(
+    app: &Arc<App>,
+    verb: Verb,
+    target: &Target,
+    query: &Query,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let cluster = &app.cluster;
+    let res = &target.res;
+    let name = target.name.as_deref().unwrap_or_default();
+    let part = if target.sub.is_some() {
+        Part::Status
+    } else {
+        Part::Main
+    };
+    let opts = write_options(query, headers, verb);
+    if res.namespaced && target.ns.is_empty() && verb == Verb::Create {
+        return Err(ApiError::MethodNotAllowed(format!(
+            "create {} in a namespace: POST to /…/namespaces/{{namespace}}/{}",
+            res.group_resource(),
+            res.plural
+        )));
+    }
+    match verb {
+        Verb::Get => {
+            let bytes = cluster.get(res, &target.ns, name)?;
+            if wants_table(headers) {
+                let rv = cluster.store.current_rv();
+                return Ok(json_response(
+                    StatusCode::OK,
+                    table::table(res, &[bytes], rv, None, true),
+                ));
+            }
+            Ok(json_response(StatusCode::OK, bytes))
+        }
+        Verb::Create => {
+            let obj = decode(&body, headers, res.kind.as_str())?;
+            let bytes = cluster.create(res, &target.ns, obj, &opts)?;
+            Ok(json_response(StatusCode::CREATED, bytes))
+        }
+        Verb::Update => {
+            let obj = decode(&body, headers, res.kind.as_str())?;
+            let bytes = cluster.update(res, &target.ns, name, obj, part, &opts)?;
+            Ok(json_response(StatusCode::OK, bytes))
+        }
+        Verb::Patch => {
+            let kind = patch_kind(headers, query)?;
+            let patch: Value = serde_json::from_slice(&body).map_err(|e| {
+                let hint = if matches!(kind, PatchKind::Apply { .. }) {
+                    "; this server reads apply bodies in their JSON form (valid YAML), send the \
+                     applied object as JSON"
+                } else {
+                    ""
+                };
+                ApiError::BadRequest(format!("the patch body is not valid JSON: {e}{hint}"))
+            })?;
+            let (bytes, created) =
+                cluster.patch(res, &target.ns, name, kind, patch, part, &opts)?;
+            let code = if created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            Ok(json_response(code, bytes))
+        }
+        Verb::Delete => {
+            let opts = delete_options(&body, query)?;
+            let (bytes, gone) = cluster.delete(res, &target.ns, name, &opts)?;
+            let code = if gone {
+                StatusCode::OK
+            } else {
+                StatusCode::ACCEPTED
+            };
+            Ok(json_response(code, bytes))
+        }
+        Verb::DeleteCollection => {
+            let opts = delete_options(&body, query)?;
+            let filter = list::Filter::from_query(query)?;
+            let ns = (!target.ns.is_empty()).then_some(target.ns.as_str());
+            let page = cluster
+                .store
+                .list(&res.table(), ns, None, 0, &|b: &Bytes| filter.keep(b));
+            let mut deleted = Vec::new();
+            for (key, _) in page.items {
+                match cluster.delete(res, &key.ns, &key.name, &opts) {
+                    Ok((bytes, _)) => deleted.push(bytes),
+                    Err(ApiError::NotFound { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            let rv = cluster.store.current_rv();
+            Ok(json_response(
+                StatusCode::OK,
+                list::list_body(res, &deleted, rv, None, None),
+            ))
+        }
+        Verb::List | Verb::Watch => unreachable!("dispatched to list/watch"),
+    }
+}
+
+fn write_options(query: &Query, headers: &HeaderMap, verb: Verb) -> WriteOptions {
+    let field_manager = query.get("fieldManager").cloned().unwrap_or_else(|| {
+        if verb == Verb::Patch && is_apply(headers) {
+            return String::new();
+        }
+        headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|ua| ua.split('/').next())
+            .filter(|s| !s.is_empty())
+            .unwrap_or("unknown")
+            .to_string()
+    });
+    WriteOptions {
+        dry_run: query.get("dryRun").is_some_and(|v| v == "All"),
+        field_manager,
+        applied: false,
+    }
+}
+
+fn content_type(headers: &HeaderMap) -> &str {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(str::trim)
+        .unwrap_or("")
+}
+
+fn is_apply(headers: &HeaderMap) -> bool {
+    content_type(headers) == "application/apply-patch+yaml"
+}
+
+fn patch_kind(headers: &HeaderMap, query: &Query) -> Result<PatchKind, ApiError> {
+    Ok(match content_type(headers) {
+        "application/merge-patch+json" => PatchKind::Merge,
+        "application/json-patch+json" => PatchKind::Json,
+        "application/strategic-merge-patch+json" => PatchKind::Strategic,
+        "application/apply-patch+yaml" | "application/apply-patch+cbor" => PatchKind::Apply {
+            force: query.get("force").is_some_and(|v| v == "true"),
+        },
+        other => {
+            return Err(ApiError::UnsupportedMediaType(format!(
+                "the body of the request was in an unknown format `{other}`; accepted media \
+                 types are application/json-patch+json, application/merge-patch+json, \
+                 application/apply-patch+yaml, application/strategic-merge-patch+json"
+            )));
+        }
+    })
+}
+
+fn decode(body: &[u8], headers: &HeaderMap, kind: &str) -> Result<Value, ApiError> {
+    let ct = content_type(headers);
+    if !ct.is_empty() && ct != "application/json" && ct != "*/*" {
+        return Err(ApiError::UnsupportedMediaType(format!(
+            "the body of the request was in an unknown format `{ct}`; this server reads only \
+             application/json (protobuf bodies, e.g. from `kubectl create configmap`, are not \
+             supported: use `kubectl apply -f` or `kubectl create -f` with a manifest)"
+        )));
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::BadRequest(format!(
+            "the request body is not a valid {kind} in JSON: {e}"
+        ))
+    })
+}
+
+fn delete_options(body: &[u8], query: &Query) -> Result<DeleteOptions, ApiError> {
+    let mut opts = DeleteOptions {
+        propagation: query.get("propagationPolicy").cloned(),
+        dry_run: query.get("dryRun").is_some_and(|v| v == "All"),
+        ..DeleteOptions::default()
+    };
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(opts);
+    }
+    let v: Value = serde_json::from_slice(body).map_err(|e| {
+        ApiError::BadRequest(format!(
+            "the DELETE body is not valid DeleteOptions JSON: {e}"
+        ))
+    })?;
+    let s = |p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_string);
+    if let Some(p) = s("/propagationPolicy") {
+        opts.propagation = Some(p);
+    }
+    if v.get("orphanDependents").and_then(Value::as_bool) == Some(true) {
+        opts.propagation = Some("Orphan".into());
+    }
+    opts.uid = s("/preconditions/uid");
+    opts.resource_version = s("/preconditions/resourceVersion");
+    if v.get("dryRun")
+        .and_then(Value::as_array)
+        .is_some_and(|a| a.iter().any(|x| x == "All"))
+    {
+        opts.dry_run = true;
+    }
+    Ok(opts)
+}

@@ -1,0 +1,220 @@
+//! Watch streams: initial state or history replay from a resourceVersion, live events, 410 Gone
+//! as an ERROR event, bookmarks, `timeoutSeconds`, and the fault-injection close.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use serde_json::json;
+use tokio::sync::{broadcast, mpsc};
+
+use super::list::Filter;
+use super::{App, Query, Target, is_true, json_response, table, wants_table};
+use crate::error::ApiError;
+use crate::store::{Event, EventType};
+
+/// Encoded events buffered per watch before the writer waits for the client.
+const WATCH_CHANNEL_CAPACITY: usize = 256;
+/// Watch length when the client gives no `timeoutSeconds`.
+const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
+
+struct Encoder {
+    table_mode: bool,
+    columns_sent: bool,
+    res: Arc<crate::resources::Resource>,
+}
+
+impl Encoder {
+    fn event(&mut self, kind: &str, object: &Bytes) -> Bytes {
+        let object = if self.table_mode {
+            let first = !self.columns_sent;
+            self.columns_sent = true;
+            table::table(&self.res, std::slice::from_ref(object), 0, None, first)
+        } else {
+            object.clone()
+        };
+        let mut out = Vec::with_capacity(object.len() + 32);
+        out.extend_from_slice(b"{\"type\":\"");
+        out.extend_from_slice(kind.as_bytes());
+        out.extend_from_slice(b"\",\"object\":");
+        out.extend_from_slice(&object);
+        out.extend_from_slice(b"}\n");
+        Bytes::from(out)
+    }
+
+    fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
+        let mut meta = json!({"resourceVersion": rv.to_string()});
+        if initial_end {
+            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let object =
+            json!({"kind": self.res.kind, "apiVersion": self.res.api_version(), "metadata": meta});
+        let mut line = json!({"type": "BOOKMARK", "object": object}).to_string();
+        line.push('\n');
+        Bytes::from(line)
+    }
+}
+
+fn error_event(err: &ApiError) -> Bytes {
+    let mut line = json!({"type": "ERROR", "object": err.status()}).to_string();
+    line.push('\n');
+    Bytes::from(line)
+}
+
+pub(super) fn watch(
+    app: &Arc<App>,
+    target: &Target,
+    query: &Query,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    let cluster = app.cluster.clone();
+    let store = cluster.store.clone();
+    let filter = Filter::from_query(query)?;
+    let bookmarks = is_true(query, "allowWatchBookmarks");
+    let send_initial = is_true(query, "sendInitialEvents");
+    let timeout = match query.get("timeoutSeconds") {
+        Some(t) => Duration::from_secs(t.parse().map_err(|_| {
+            ApiError::BadRequest(format!(
+                "timeoutSeconds `{t}` is not a whole number of seconds"
+            ))
+        })?),
+        None => DEFAULT_WATCH_TIMEOUT,
+    };
+    let from: Option<u64> = match query.get("resourceVersion").map(String::as_str) {
+        None | Some("") | Some("0") => None,
+        Some(v) => Some(v.parse().map_err(|_| {
+            ApiError::BadRequest(format!("resourceVersion `{v}` is not a valid version"))
+        })?),
+    };
+    let table_name = target.res.table();
+    let ns = (!target.ns.is_empty()).then(|| target.ns.clone());
+    let name = target.name.clone();
+    let matches = move |ns_of: &str, bytes: &Bytes| -> bool {
+        if ns.as_deref().is_some_and(|n| n != ns_of) {
+            return false;
+        }
+        if name.is_some() || !filter.is_empty() {
+            let Ok(v) = serde_json::from_slice::<serde_json::Value>(bytes) else {
+                return false;
+            };
+            if name
+                .as_deref()
+                .is_some_and(|n| v.pointer("/metadata/name").and_then(|x| x.as_str()) != Some(n))
+            {
+                return false;
+            }
+            return filter.keep_value(&v);
+        }
+        true
+    };
+    let mut encoder = Encoder {
+        table_mode: wants_table(headers),
+        columns_sent: false,
+        res: target.res.clone(),
+    };
+    let (tx, rx) = mpsc::channel::<Bytes>(WATCH_CHANNEL_CAPACITY);
+    // Initial state (no version, "0", or sendInitialEvents) then everything after it.
+    let (initial, start_rv) = if from.is_none() || send_initial {
+        let ns = (!target.ns.is_empty()).then_some(target.ns.as_str());
+        let page = store.list(&table_name, ns, None, 0, &|_| true);
+        (Some(page.items), page.rv)
+    } else {
+        (None, from.unwrap_or_default())
+    };
+    let subscription = store.subscribe(Some(start_rv));
+    let mut epoch = cluster.faults.watch_epoch();
+    let shutdown = app.shutdown.clone();
+    let bookmark_interval = cluster.config.bookmark_interval;
+    tokio::spawn(async move {
+        let (replay, mut events) = match subscription {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = tx.send(error_event(&e)).await;
+                return;
+            }
+        };
+        let mut last_rv = start_rv;
+        for (key, bytes) in initial.into_iter().flatten() {
+            if matches(&key.ns, &bytes) && tx.send(encoder.event("ADDED", &bytes)).await.is_err() {
+                return;
+            }
+        }
+        if send_initial && bookmarks && tx.send(encoder.bookmark(start_rv, true)).await.is_err() {
+            return;
+        }
+        for e in replay {
+            last_rv = e.rv;
+            if !deliver(&tx, &mut encoder, &table_name, &e, &matches).await {
+                return;
+            }
+        }
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        let mut ticker = tokio::time::interval(bookmark_interval);
+        ticker.tick().await;
+        loop {
+            tokio::select! {
+                biased;
+                () = shutdown.cancelled() => break,
+                _ = epoch.changed() => break,
+                () = tx.closed() => break,
+                () = &mut deadline => {
+                    if bookmarks {
+                        let rv = store.bookmark_rv(&events).unwrap_or(last_rv);
+                        let _ = tx.send(encoder.bookmark(rv, false)).await;
+                    }
+                    break;
+                }
+                _ = ticker.tick(), if bookmarks => {
+                    if let Some(rv) = store.bookmark_rv(&events)
+                        && rv > last_rv
+                    {
+                        last_rv = rv;
+                        if tx.send(encoder.bookmark(rv, false)).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+                received = events.recv() => match received {
+                    Ok(e) => {
+                        last_rv = e.rv;
+                        if !deliver(&tx, &mut encoder, &table_name, &e, &matches).await {
+                            break;
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        tracing::debug!(missed = n, "closing a watch that fell behind");
+                        break;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => break,
+                },
+            }
+        }
+    });
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, std::convert::Infallible>(b), rx))
+    });
+    Ok(json_response(StatusCode::OK, Body::from_stream(stream)))
+}
+
+async fn deliver(
+    tx: &mpsc::Sender<Bytes>,
+    encoder: &mut Encoder,
+    table: &Arc<str>,
+    e: &Event,
+    matches: &impl Fn(&str, &Bytes) -> bool,
+) -> bool {
+    if *e.table != **table || !matches(&e.ns, &e.bytes) {
+        return true;
+    }
+    let kind = match e.kind {
+        EventType::Added => "ADDED",
+        EventType::Modified => "MODIFIED",
+        EventType::Deleted => "DELETED",
+    };
+    tx.send(encoder.event(kind, &e.bytes)).await.is_ok()
+}

@@ -1,0 +1,21 @@
+//! An in-process, in-memory Kubernetes API server: the development cluster and the test backbone.
+#![deny(missing_docs)]
+
+pub mod cluster;
+mod config;
+pub mod error;
+pub mod faults;
+mod gc;
+mod http;
+pub mod patch;
+pub mod resources;
+pub mod selector;
+mod server;
+pub mod store;
+mod tls;
+mod util;
+
+pub use config::Config;
+pub use error::{ApiError, ClientError, StartError, WriteError};
+pub use faults::{FailRule, Failure, Faults, Verb};
+pub use server::ApiServer;

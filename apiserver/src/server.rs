@@ -1,0 +1,394 @@
+//! The running server: listeners (HTTP and HTTPS), background tasks, and the public handle with
+//! URLs, kubeconfig, kube client, fault injection, bulk load and graceful shutdown.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+
+use crate::cluster::{Cluster, WriteOptions};
+use crate::config::Config;
+use crate::error::{ApiError, ClientError, StartError, WriteError};
+use crate::faults::Faults;
+use crate::http::{App, router};
+use crate::resources::Registry;
+use crate::store::{ObjKey, Store};
+use crate::util::{new_uid, now_rfc3339};
+use crate::{gc, tls};
+
+/// How long shutdown waits for open connections to finish.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// A running embedded API server. Dropping it without [`shutdown`](Self::shutdown) stops the
+/// listeners and background tasks too, without waiting for connections.
+///
+/// # Flow
+/// [`start`](Self::start) binds the listeners, creates the default namespaces and spawns the
+/// accept loops and the garbage collector on the current tokio runtime.
+///
+/// # Guarantees
+/// Every write gets a resourceVersion greater than every earlier one; watches see every change
+/// of their resource in order, or end (clients then re-watch).
+pub struct ApiServer {
+    cluster: Arc<Cluster>,
+    http_addr: SocketAddr,
+    https_addr: Option<SocketAddr>,
+    ca_pem: String,
+    cancel: CancellationToken,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl ApiServer {
+    /// Starts a server with `config` on the current tokio runtime.
+    ///
+    /// # Errors
+    /// [`StartError`] when a listener cannot bind or the certificate cannot be generated.
+    pub async fn start(config: Config) -> Result<ApiServer, StartError> {
+        // kube and this server both use rustls; pin the process default to ring when unset.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let (store, removals) = Store::new(config.history_limit, config.watch_buffer);
+        let store = Arc::new(store);
+        let (terminating_tx, terminating_rx) = tokio::sync::mpsc::unbounded_channel();
+        let cluster = Arc::new(Cluster {
+            faults: Faults::new(store.clone()),
+            store,
+            registry: Arc::new(Registry::default()),
+            config: config.clone(),
+            terminating: terminating_tx,
+        });
+        let ns_res = cluster
+            .registry
+            .find("", "v1", "namespaces")
+            .expect("namespaces are built in");
+        let opts = WriteOptions {
+            dry_run: false,
+            field_manager: "embedded-apiserver".into(),
+            applied: false,
+        };
+        for ns in &config.default_namespaces {
+            let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+            cluster
+                .create(&ns_res, "", obj, &opts)
+                .expect("creating a default namespace in an empty store succeeds");
+        }
+        let cancel = CancellationToken::new();
+        let app = Arc::new(App {
+            cluster: cluster.clone(),
+            shutdown: cancel.clone(),
+        });
+        let certs = tls::generate()?;
+        let mut tasks = vec![tokio::spawn(gc::run(
+            cluster.clone(),
+            removals,
+            terminating_rx,
+            cancel.clone(),
+        ))];
+        let bind = |addr: SocketAddr, which: &'static str| async move {
+            TcpListener::bind(addr)
+                .await
+                .map_err(|source| StartError::Bind {
+                    which,
+                    addr,
+                    source,
+                })
+        };
+        let http = bind(config.http_addr, "HTTP").await?;
+        let http_addr = local_addr(&http, config.http_addr, "HTTP")?;
+        tasks.push(tokio::spawn(serve(http, app.clone(), None, cancel.clone())));
+        let mut https_addr = None;
+        if let Some(addr) = config.https_addr {
+            let https = bind(addr, "HTTPS").await?;
+            https_addr = Some(local_addr(&https, addr, "HTTPS")?);
+            let acceptor = TlsAcceptor::from(certs.server_config.clone());
+            tasks.push(tokio::spawn(serve(
+                https,
+                app,
+                Some(acceptor),
+                cancel.clone(),
+            )));
+        }
+        tracing::info!(%http_addr, ?https_addr, "embedded API server listening");
+        Ok(ApiServer {
+            cluster,
+            http_addr,
+            https_addr,
+            ca_pem: certs.ca_pem,
+            cancel,
+            tasks,
+        })
+    }
+
+    /// The plain HTTP base URL, e.g. `http://127.0.0.1:41234`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.http_addr)
+    }
+
+    /// The HTTPS base URL, when the HTTPS listener is enabled.
+    pub fn https_url(&self) -> Option<String> {
+        self.https_addr.map(|a| format!("https://{a}"))
+    }
+
+    /// PEM of the CA that signed the HTTPS serving certificate.
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
+    /// Writes the CA PEM to `path`.
+    ///
+    /// # Errors
+    /// [`WriteError`] when the file cannot be written.
+    pub fn write_ca(&self, path: &Path) -> Result<(), WriteError> {
+        std::fs::write(path, &self.ca_pem).map_err(|source| WriteError {
+            what: "the CA certificate",
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+
+    /// The kubeconfig (YAML is a superset of JSON, so it is written as JSON) pointing at the
+    /// HTTPS listener with the CA embedded, or at HTTP when HTTPS is disabled.
+    pub fn kubeconfig(&self) -> String {
+        let mut cluster = json!({"server": self.https_url().unwrap_or_else(|| self.url())});
+        if self.https_addr.is_some() {
+            cluster["certificate-authority-data"] = json!(base64(self.ca_pem.as_bytes()));
+        }
+        let config = json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "embedded", "cluster": cluster}],
+            "users": [{"name": "embedded", "user": {"token": "embedded-apiserver"}}],
+            "contexts": [{"name": "embedded", "context": {"cluster": "embedded", "user": "embedded", "namespace": "default"}}],
+            "current-context": "embedded",
+        });
+        serde_json::to_string_pretty(&config).unwrap_or_default()
+    }
+
+    /// Writes [`kubeconfig`](Self::kubeconfig) to `path`.
+    ///
+    /// # Errors
+    /// [`WriteError`] when the file cannot be written.
+    pub fn write_kubeconfig(&self, path: &Path) -> Result<(), WriteError> {
+        std::fs::write(path, self.kubeconfig()).map_err(|source| WriteError {
+            what: "the kubeconfig",
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+
+    /// A kube client talking to the HTTP listener.
+    ///
+    /// # Errors
+    /// [`ClientError`] when kube refuses the configuration.
+    pub fn kube_client(&self) -> Result<kube::Client, ClientError> {
+        let url = self.url();
+        let uri = url
+            .parse()
+            .expect("an http URL built from a socket address parses");
+        let mut config = kube::Config::new(uri);
+        config.default_namespace = "default".into();
+        kube::Client::try_from(config).map_err(|source| ClientError { url, source })
+    }
+
+    /// The fault-injection handle.
+    pub fn faults(&self) -> Faults {
+        self.cluster.faults.clone()
+    }
+
+    /// The current global resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.cluster.store.current_rv()
+    }
+
+    /// Number of stored objects and an estimate of the memory their storage takes, in bytes
+    /// (serialized objects, keys and per-entry bookkeeping).
+    pub fn stored_size(&self) -> (usize, usize) {
+        self.cluster.store.stored_size()
+    }
+
+    /// Inserts many objects without HTTP. Each needs `apiVersion`, `kind` and `metadata.name`
+    /// (and `metadata.namespace` for namespaced kinds, else `default`); server fields (uid,
+    /// creationTimestamp, generation, resourceVersion) are filled in. Existing objects are
+    /// replaced. Watchers see the changes. Returns the last resourceVersion assigned.
+    ///
+    /// # Errors
+    /// [`ApiError`] NotFound for an unknown kind or a missing namespace, Invalid for a missing
+    /// name; objects before the failing one of the same kind batch are not stored.
+    pub fn bulk_load(&self, objects: impl IntoIterator<Item = Value>) -> Result<u64, ApiError> {
+        let now = now_rfc3339();
+        let mut batches: Vec<(Arc<str>, Vec<(ObjKey, Value)>)> = Vec::new();
+        let mut known_ns: Vec<String> = Vec::new();
+        for mut obj in objects {
+            let field = |p: &str| {
+                obj.pointer(p)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            let (api_version, kind, name) = (
+                field("/apiVersion"),
+                field("/kind"),
+                field("/metadata/name"),
+            );
+            let res = self
+                .cluster
+                .registry
+                .find_kind(&api_version, &kind)
+                .ok_or_else(|| {
+                    ApiError::not_found(&format!("kind {kind} in {api_version}"), &name)
+                })?;
+            if name.is_empty() {
+                return Err(ApiError::invalid(
+                    &kind,
+                    "",
+                    "metadata.name: Required value",
+                ));
+            }
+            let mut ns = String::new();
+            if res.namespaced {
+                ns = Some(field("/metadata/namespace"))
+                    .filter(|n| !n.is_empty())
+                    .unwrap_or_else(|| "default".into());
+                if !known_ns.contains(&ns) {
+                    if self.cluster.store.get("namespaces", "", &ns).is_none() {
+                        return Err(ApiError::not_found("namespaces", &ns));
+                    }
+                    known_ns.push(ns.clone());
+                }
+                obj["metadata"]["namespace"] = json!(ns);
+            }
+            let meta = obj["metadata"]
+                .as_object_mut()
+                .expect("metadata checked above");
+            meta.insert("uid".into(), json!(new_uid()));
+            meta.insert("creationTimestamp".into(), json!(now));
+            meta.insert("generation".into(), json!(1));
+            let table = res.table();
+            match batches.iter_mut().find(|(t, _)| *t == table) {
+                Some((_, b)) => b.push((ObjKey { ns, name }, obj)),
+                None => batches.push((table, vec![(ObjKey { ns, name }, obj)])),
+            }
+        }
+        let mut rv = self.cluster.store.current_rv();
+        for (table, objects) in batches {
+            rv = self.cluster.store.bulk_put(&table, objects)?;
+        }
+        Ok(rv)
+    }
+
+    /// Stops accepting connections, ends watches, waits up to 5 s for open requests, and stops
+    /// the background tasks.
+    pub async fn shutdown(mut self) {
+        self.cancel.cancel();
+        for task in self.tasks.drain(..) {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+fn local_addr(
+    l: &TcpListener,
+    addr: SocketAddr,
+    which: &'static str,
+) -> Result<SocketAddr, StartError> {
+    l.local_addr().map_err(|source| StartError::Bind {
+        which,
+        addr,
+        source,
+    })
+}
+
+async fn serve(
+    listener: TcpListener,
+    app: Arc<App>,
+    tls: Option<TlsAcceptor>,
+    cancel: CancellationToken,
+) {
+    let graceful = GracefulShutdown::new();
+    let service = router(app);
+    loop {
+        let (stream, peer) = tokio::select! {
+            () = cancel.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "failed to accept a connection");
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let svc = TowerToHyperService::new(service.clone());
+        let watcher = graceful.watcher();
+        let tls = tls.clone();
+        tokio::spawn(async move {
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let result = match tls {
+                Some(acceptor) => match acceptor.accept(stream).await {
+                    Ok(s) => {
+                        let conn = builder.serve_connection_with_upgrades(TokioIo::new(s), svc);
+                        watcher.watch(conn.into_owned()).await
+                    }
+                    Err(e) => {
+                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                        return;
+                    }
+                },
+                None => {
+                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
+                    watcher.watch(conn.into_owned()).await
+                }
+            };
+            if let Err(e) = result {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+    let _ = tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown()).await;
+}
+
+/// Standard base64 with padding (for kubeconfig `*-data` fields).
+fn base64(data: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn base64_matches_the_standard_alphabet_with_padding() {
+        assert_eq!(super::base64(b"hello"), "aGVsbG8=");
+        assert_eq!(super::base64(b"hi"), "aGk=");
+        assert_eq!(super::base64(b"abc"), "YWJj");
+    }
+}
