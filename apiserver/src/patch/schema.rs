@@ -1,0 +1,337 @@
+//! The slice of the built-in kinds' schema that patching needs: how each list merges and which
+//! maps are atomic, keyed by field path.
+//!
+//! The table restates Kubernetes' `patchStrategy`/`patchMergeKey` struct tags (published as
+//! `x-kubernetes-patch-strategy`/`x-kubernetes-patch-merge-key`) and `listType`/`listMapKey`
+//! markers (`x-kubernetes-list-type`/`x-kubernetes-list-map-keys`) for the kinds the server
+//! serves and the workload kinds that embed a pod template. Lists not listed are atomic
+//! (replaced whole); maps not listed are granular (merged key by key).
+
+use serde_json::Value;
+
+/// One field of an associative list's key, with the value the API server would default it to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KeyField {
+    /// The field name, e.g. `containerPort`.
+    pub name: &'static str,
+    /// The default the server applies when the field is omitted, e.g. `TCP` for `protocol`.
+    pub default: Option<&'static str>,
+}
+
+const fn key(name: &'static str) -> KeyField {
+    KeyField {
+        name,
+        default: None,
+    }
+}
+
+const PROTOCOL: KeyField = KeyField {
+    name: "protocol",
+    default: Some("TCP"),
+};
+
+/// How a list merges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ListType {
+    /// Replaced whole by a patch; owned as one field by server-side apply.
+    Atomic,
+    /// A set of scalars (`patchStrategy: merge` without key, `listType: set`).
+    Set,
+    /// A list of objects identified by key fields (`patchMergeKey`, `listMapKey`).
+    Map {
+        /// The strategic merge patch key (`x-kubernetes-patch-merge-key`).
+        merge_key: &'static str,
+        /// The server-side apply keys (`x-kubernetes-list-map-keys`).
+        keys: &'static [KeyField],
+    },
+}
+
+const NAME: ListType = ListType::Map {
+    merge_key: "name",
+    keys: &[key("name")],
+};
+const TYPE: ListType = ListType::Map {
+    merge_key: "type",
+    keys: &[key("type")],
+};
+const IP: ListType = ListType::Map {
+    merge_key: "ip",
+    keys: &[key("ip")],
+};
+const OWNER_REFERENCES: ListType = ListType::Map {
+    merge_key: "uid",
+    keys: &[key("uid")],
+};
+const TOPOLOGY_SPREAD_CONSTRAINTS: ListType = ListType::Map {
+    merge_key: "topologyKey",
+    keys: &[key("topologyKey"), key("whenUnsatisfiable")],
+};
+const CONTAINER_PORTS: ListType = ListType::Map {
+    merge_key: "containerPort",
+    keys: &[key("containerPort"), PROTOCOL],
+};
+const VOLUME_MOUNTS: ListType = ListType::Map {
+    merge_key: "mountPath",
+    keys: &[key("mountPath")],
+};
+const VOLUME_DEVICES: ListType = ListType::Map {
+    merge_key: "devicePath",
+    keys: &[key("devicePath")],
+};
+
+/// The schema facts of one resource kind.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Schema {
+    /// Where the kind embeds a `PodSpec`, e.g. `spec.template.spec`.
+    pod_spec: Option<&'static [&'static str]>,
+    /// Lists of this kind outside `metadata` and the pod spec, by dotted path.
+    lists: &'static [(&'static str, ListType)],
+    /// Atomic maps (`structType: atomic`) of this kind, by dotted path.
+    atomic_maps: &'static [&'static str],
+}
+
+const WORKLOAD_TEMPLATE: &[&str] = &["spec", "template", "spec"];
+const CONDITIONS: &[(&str, ListType)] = &[("status.conditions", TYPE)];
+
+/// Built-in kinds by (API group, kind).
+const BUILTIN: &[(&str, &str, Schema)] = &[
+    (
+        "",
+        "Pod",
+        Schema {
+            pod_spec: Some(&["spec"]),
+            lists: &[
+                ("status.conditions", TYPE),
+                ("status.podIPs", IP),
+                ("status.hostIPs", IP),
+            ],
+            atomic_maps: &[],
+        },
+    ),
+    (
+        "",
+        "Service",
+        Schema {
+            pod_spec: None,
+            lists: &[
+                (
+                    "spec.ports",
+                    ListType::Map {
+                        merge_key: "port",
+                        keys: &[key("port"), PROTOCOL],
+                    },
+                ),
+                ("status.conditions", TYPE),
+            ],
+            atomic_maps: &[],
+        },
+    ),
+    (
+        "",
+        "ServiceAccount",
+        Schema {
+            pod_spec: None,
+            lists: &[("secrets", NAME)],
+            atomic_maps: &[],
+        },
+    ),
+    ("", "Namespace", Schema::plain(CONDITIONS)),
+    ("", "ConfigMap", Schema::plain(&[])),
+    ("", "Secret", Schema::plain(&[])),
+    ("", "Event", Schema::plain(&[])),
+    ("", "Endpoints", Schema::plain(&[])),
+    ("", "Node", Schema::plain(CONDITIONS)),
+    ("", "PersistentVolumeClaim", Schema::plain(CONDITIONS)),
+    ("events.k8s.io", "Event", Schema::plain(&[])),
+    ("coordination.k8s.io", "Lease", Schema::plain(&[])),
+    (
+        "apiextensions.k8s.io",
+        "CustomResourceDefinition",
+        Schema::plain(CONDITIONS),
+    ),
+    ("apps", "Deployment", Schema::workload(WORKLOAD_TEMPLATE)),
+    ("apps", "ReplicaSet", Schema::workload(WORKLOAD_TEMPLATE)),
+    ("apps", "StatefulSet", Schema::workload(WORKLOAD_TEMPLATE)),
+    ("apps", "DaemonSet", Schema::workload(WORKLOAD_TEMPLATE)),
+    ("batch", "Job", Schema::workload(WORKLOAD_TEMPLATE)),
+    (
+        "batch",
+        "CronJob",
+        Schema {
+            pod_spec: Some(&["spec", "jobTemplate", "spec", "template", "spec"]),
+            lists: &[],
+            atomic_maps: &["spec.jobTemplate.spec.selector"],
+        },
+    ),
+];
+
+impl Schema {
+    const fn plain(lists: &'static [(&'static str, ListType)]) -> Self {
+        Schema {
+            pod_spec: None,
+            lists,
+            atomic_maps: &[],
+        }
+    }
+
+    const fn workload(pod_spec: &'static [&'static str]) -> Self {
+        Schema {
+            pod_spec: Some(pod_spec),
+            lists: CONDITIONS,
+            atomic_maps: &["spec.selector"],
+        }
+    }
+
+    /// The schema of a built-in kind, `None` for anything else (custom resources).
+    pub fn builtin(api_version: &str, kind: &str) -> Option<Self> {
+        let group = match api_version.split_once('/') {
+            Some((group, _version)) => group,
+            None => "",
+        };
+        BUILTIN
+            .iter()
+            .find(|(g, k, _)| *g == group && *k == kind)
+            .map(|(_, _, schema)| *schema)
+    }
+
+    /// The schema of any kind: built-in kinds get their table, other kinds only the `metadata`
+    /// rules every object shares.
+    pub fn for_kind(api_version: &str, kind: &str) -> Self {
+        Self::builtin(api_version, kind).unwrap_or(Schema {
+            pod_spec: None,
+            lists: &[],
+            atomic_maps: &[],
+        })
+    }
+
+    /// How the list at `path` (field names from the object root, list positions skipped) merges.
+    pub fn list_type(&self, path: &[&str]) -> ListType {
+        if let ["metadata", rest @ ..] = path {
+            return object_meta_list(rest);
+        }
+        if let Some(prefix) = self.pod_spec {
+            if let Some(rest) = path.strip_prefix(prefix) {
+                return pod_spec_list(rest);
+            }
+            // The pod template's own metadata: `spec.template.metadata`.
+            let template = &prefix[..prefix.len() - 1];
+            if let Some(["metadata", rest @ ..]) = path.strip_prefix(template) {
+                return object_meta_list(rest);
+            }
+        }
+        self.lists
+            .iter()
+            .find(|(dotted, _)| dotted_eq(dotted, path))
+            .map_or(ListType::Atomic, |(_, list)| *list)
+    }
+
+    /// Whether the map at `path` is atomic (replaced and owned whole, like a scalar).
+    pub fn is_atomic_map(&self, path: &[&str]) -> bool {
+        self.atomic_maps
+            .iter()
+            .any(|dotted| dotted_eq(dotted, path))
+    }
+}
+
+fn dotted_eq(dotted: &str, path: &[&str]) -> bool {
+    dotted.split('.').eq(path.iter().copied())
+}
+
+/// Lists of `ObjectMeta`, relative to `metadata`.
+fn object_meta_list(path: &[&str]) -> ListType {
+    match path {
+        ["finalizers"] => ListType::Set,
+        ["ownerReferences"] => OWNER_REFERENCES,
+        _ => ListType::Atomic,
+    }
+}
+
+/// Lists of `PodSpec`, relative to the pod spec.
+fn pod_spec_list(path: &[&str]) -> ListType {
+    match path {
+        ["containers" | "initContainers" | "ephemeralContainers"] => NAME,
+        [
+            "containers" | "initContainers" | "ephemeralContainers",
+            rest @ ..,
+        ] => container_list(rest),
+        ["volumes" | "imagePullSecrets" | "schedulingGates" | "resourceClaims"] => NAME,
+        ["hostAliases"] => IP,
+        ["topologySpreadConstraints"] => TOPOLOGY_SPREAD_CONSTRAINTS,
+        _ => ListType::Atomic,
+    }
+}
+
+/// Lists of `Container`, relative to one container.
+fn container_list(path: &[&str]) -> ListType {
+    match path {
+        ["ports"] => CONTAINER_PORTS,
+        ["env"] => NAME,
+        ["volumeMounts"] => VOLUME_MOUNTS,
+        ["volumeDevices"] => VOLUME_DEVICES,
+        _ => ListType::Atomic,
+    }
+}
+
+/// The server-side apply key of a list element: the key fields in `keys` order, each taken from
+/// the element or its default. `None` when a key field without default is missing or the
+/// element is not an object.
+pub(crate) fn element_key(
+    element: &Value,
+    keys: &[KeyField],
+) -> Option<Vec<(&'static str, Value)>> {
+    let object = element.as_object()?;
+    keys.iter()
+        .map(|field| match (object.get(field.name), field.default) {
+            (Some(value), _) if !value.is_null() => Some((field.name, value.clone())),
+            (_, Some(default)) => Some((field.name, Value::from(default))),
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deployment_containers_merge_by_name_and_their_ports_by_container_port() {
+        let schema = Schema::for_kind("apps/v1", "Deployment");
+        assert_eq!(
+            schema.list_type(&["spec", "template", "spec", "containers"]),
+            NAME
+        );
+        assert!(matches!(
+            schema.list_type(&["spec", "template", "spec", "containers", "ports"]),
+            ListType::Map {
+                merge_key: "containerPort",
+                ..
+            }
+        ));
+        assert!(schema.is_atomic_map(&["spec", "selector"]));
+        assert_eq!(
+            schema.list_type(&["spec", "template", "metadata", "finalizers"]),
+            ListType::Set
+        );
+    }
+
+    #[test]
+    fn custom_resources_have_only_metadata_rules() {
+        assert!(Schema::builtin("example.com/v1", "Pod").is_none());
+        let schema = Schema::for_kind("example.com/v1", "Pod");
+        assert_eq!(schema.list_type(&["spec", "containers"]), ListType::Atomic);
+        assert_eq!(schema.list_type(&["metadata", "finalizers"]), ListType::Set);
+    }
+
+    #[test]
+    fn element_key_fills_in_the_default_protocol() {
+        let keys = [key("containerPort"), PROTOCOL];
+        assert_eq!(
+            element_key(&serde_json::json!({"containerPort": 80}), &keys),
+            Some(vec![
+                ("containerPort", Value::from(80)),
+                ("protocol", Value::from("TCP"))
+            ])
+        );
+        assert_eq!(element_key(&serde_json::json!({"name": "x"}), &keys), None);
+    }
+}

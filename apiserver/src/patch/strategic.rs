@@ -1,0 +1,581 @@
+//! Kubernetes strategic merge patch: the `application/strategic-merge-patch+json` patch type.
+//!
+//! Maps merge as in a JSON merge patch (`null` deletes a key). Lists follow the kind's schema
+//! (see `schema.rs`): lists of objects with a patch merge key (containers by `name`, Service
+//! ports by `port`, conditions by `type`, ...) merge element by element on that key; lists of
+//! scalars with the `merge` strategy (`metadata.finalizers`) merge as sets; all other lists are
+//! replaced.
+//!
+//! Directives:
+//! - `$patch: replace` in a map replaces the map with the rest of the patch map; as an element
+//!   of a keyed list, it replaces the list with the other elements.
+//! - `$patch: delete` in a map removes the map (like `null`); as an element of a keyed list it
+//!   removes the element with the same merge key.
+//! - `$patch: merge` is the default and accepted.
+//! - `$retainKeys: [..]` drops every key of the live map not listed, before merging.
+//! - `$deleteFromPrimitiveList/<field>: [..]` removes those values from the scalar list `field`.
+//! - `$setElementOrder/<field>: [..]` orders the merged list `field`: listed elements (by merge
+//!   key, or by value for scalars) come first in the given order, unlisted ones follow in their
+//!   previous relative order. (Kubernetes interleaves unlisted elements by their old positions.)
+//!
+//! Custom resources have no patch strategies; like a real API server this module refuses them
+//! with [`PatchError::UnsupportedForKind`], which the server answers `415 UnsupportedMediaType`.
+
+use serde_json::{Map, Value};
+
+use super::schema::{ListType, Schema};
+use super::{PatchError, type_name};
+
+const PATCH: &str = "$patch";
+const RETAIN_KEYS: &str = "$retainKeys";
+const DELETE_FROM_PRIMITIVE_LIST: &str = "$deleteFromPrimitiveList/";
+const SET_ELEMENT_ORDER: &str = "$setElementOrder/";
+
+/// Applies a Kubernetes strategic merge patch to `target` in place, using the list merge keys
+/// of the built-in kind `kind` in `api_version` (e.g. `apps/v1`, `Deployment`).
+///
+/// # Errors
+///
+/// - [`PatchError::UnsupportedForKind`] when `api_version`/`kind` is not a built-in kind (a
+///   custom resource): answer `415 UnsupportedMediaType`.
+/// - [`PatchError::PatchNotAnObject`], [`PatchError::MissingMergeKey`] and
+///   [`PatchError::InvalidDirective`] for malformed patches.
+///
+/// On error `target` is unchanged.
+pub fn strategic_merge_patch(
+    target: &mut Value,
+    patch: &Value,
+    api_version: &str,
+    kind: &str,
+) -> Result<(), PatchError> {
+    let schema =
+        Schema::builtin(api_version, kind).ok_or_else(|| PatchError::UnsupportedForKind {
+            api_version: api_version.to_owned(),
+            kind: kind.to_owned(),
+        })?;
+    let Value::Object(patch) = patch else {
+        return Err(PatchError::PatchNotAnObject {
+            found: type_name(patch),
+        });
+    };
+    let original = match target {
+        Value::Object(map) => map.clone(),
+        _ => Map::new(),
+    };
+    let merger = Merger { schema };
+    let merged = merger.merge_map(original, patch, &mut Vec::new())?;
+    *target = Value::Object(merged.unwrap_or_default());
+    Ok(())
+}
+
+struct Merger {
+    schema: Schema,
+}
+
+fn dotted(path: &[String]) -> String {
+    path.join(".")
+}
+
+fn is_directive(key: &str) -> bool {
+    key == PATCH
+        || key == RETAIN_KEYS
+        || key.starts_with(DELETE_FROM_PRIMITIVE_LIST)
+        || key.starts_with(SET_ELEMENT_ORDER)
+}
+
+fn invalid(path: &[String], directive: &str, reason: impl Into<String>) -> PatchError {
+    PatchError::InvalidDirective {
+        path: dotted(path),
+        directive: directive.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+/// What a `$patch` directive asks for.
+enum Directive {
+    Merge,
+    Replace,
+    Delete,
+}
+
+fn directive_of(map: &Map<String, Value>, path: &[String]) -> Result<Directive, PatchError> {
+    match map.get(PATCH) {
+        None => Ok(Directive::Merge),
+        Some(Value::String(s)) if s == "merge" => Ok(Directive::Merge),
+        Some(Value::String(s)) if s == "replace" => Ok(Directive::Replace),
+        Some(Value::String(s)) if s == "delete" => Ok(Directive::Delete),
+        Some(other) => Err(invalid(
+            path,
+            PATCH,
+            format!("must be `replace`, `delete` or `merge`, got {other}"),
+        )),
+    }
+}
+
+fn string_list<'a>(
+    value: &'a Value,
+    path: &[String],
+    directive: &str,
+) -> Result<Vec<&'a str>, PatchError> {
+    value
+        .as_array()
+        .and_then(|items| items.iter().map(Value::as_str).collect::<Option<Vec<_>>>())
+        .ok_or_else(|| invalid(path, directive, "must be a list of strings"))
+}
+
+impl Merger {
+    fn list_type(&self, path: &[String]) -> ListType {
+        let path: Vec<&str> = path.iter().map(String::as_str).collect();
+        self.schema.list_type(&path)
+    }
+
+    /// Merges `patch` into `original`; `None` means the map is deleted.
+    fn merge_map(
+        &self,
+        mut original: Map<String, Value>,
+        patch: &Map<String, Value>,
+        path: &mut Vec<String>,
+    ) -> Result<Option<Map<String, Value>>, PatchError> {
+        match directive_of(patch, path)? {
+            Directive::Delete => return Ok(None),
+            Directive::Replace => {
+                let mut rest = patch.clone();
+                rest.remove(PATCH);
+                return self.merge_map(Map::new(), &rest, path);
+            }
+            Directive::Merge => {}
+        }
+        if let Some(retain) = patch.get(RETAIN_KEYS) {
+            let retain = string_list(retain, path, RETAIN_KEYS)?;
+            original.retain(|key, _| retain.contains(&key.as_str()));
+        }
+        let mut orders = Vec::new();
+        for (key, value) in patch {
+            if let Some(field) = key.strip_prefix(DELETE_FROM_PRIMITIVE_LIST) {
+                let Value::Array(remove) = value else {
+                    return Err(invalid(path, key, "must be a list"));
+                };
+                if let Some(Value::Array(items)) = original.get_mut(field) {
+                    items.retain(|item| !remove.contains(item));
+                }
+            } else if let Some(field) = key.strip_prefix(SET_ELEMENT_ORDER) {
+                let Value::Array(order) = value else {
+                    return Err(invalid(path, key, "must be a list"));
+                };
+                orders.push((field, order));
+            }
+        }
+        for (key, value) in patch {
+            if is_directive(key) {
+                continue;
+            }
+            if value.is_null() {
+                original.remove(key);
+                continue;
+            }
+            path.push(key.clone());
+            let merged = self.merge_field(original.remove(key), value, path)?;
+            path.pop();
+            if let Some(merged) = merged {
+                original.insert(key.clone(), merged);
+            }
+        }
+        for (field, order) in orders {
+            path.push(field.to_owned());
+            let list_type = self.list_type(path);
+            path.pop();
+            if let Some(Value::Array(items)) = original.get_mut(field) {
+                apply_element_order(items, order, list_type);
+            }
+        }
+        Ok(Some(original))
+    }
+
+    /// Merges a patch value into an optional original; `None` means the field is deleted.
+    fn merge_field(
+        &self,
+        original: Option<Value>,
+        patch: &Value,
+        path: &mut Vec<String>,
+    ) -> Result<Option<Value>, PatchError> {
+        match patch {
+            Value::Object(patch) => {
+                let original = match original {
+                    Some(Value::Object(map)) => map,
+                    _ => Map::new(),
+                };
+                Ok(self.merge_map(original, patch, path)?.map(Value::Object))
+            }
+            Value::Array(patch) => {
+                let original = match original {
+                    Some(Value::Array(items)) => items,
+                    _ => Vec::new(),
+                };
+                let merged = match self.list_type(path) {
+                    ListType::Atomic => patch.clone(),
+                    ListType::Set => merge_set(original, patch),
+                    ListType::Map { merge_key, .. } => {
+                        self.merge_keyed_list(original, patch, merge_key, path)?
+                    }
+                };
+                Ok(Some(Value::Array(merged)))
+            }
+            scalar => Ok(Some(scalar.clone())),
+        }
+    }
+
+    fn merge_keyed_list(
+        &self,
+        mut original: Vec<Value>,
+        patch: &[Value],
+        merge_key: &str,
+        path: &mut Vec<String>,
+    ) -> Result<Vec<Value>, PatchError> {
+        let missing_key = |path: &[String]| PatchError::MissingMergeKey {
+            path: dotted(path),
+            key: merge_key.to_owned(),
+        };
+        let mut elements = Vec::with_capacity(patch.len());
+        let mut replace = false;
+        for element in patch {
+            let Value::Object(element) = element else {
+                return Err(missing_key(path));
+            };
+            match directive_of(element, path)? {
+                Directive::Replace => replace = true,
+                directive => elements.push((directive, element)),
+            }
+        }
+        if replace {
+            original.clear();
+        }
+        for (directive, element) in elements {
+            let key = element.get(merge_key).ok_or_else(|| missing_key(path))?;
+            let position = original
+                .iter()
+                .position(|item| item.get(merge_key) == Some(key));
+            if let Directive::Delete = directive {
+                original.retain(|item| item.get(merge_key) != Some(key));
+                continue;
+            }
+            match position {
+                Some(index) => {
+                    let Value::Object(live) = std::mem::take(&mut original[index]) else {
+                        unreachable!("an element with a merge key is an object");
+                    };
+                    match self.merge_map(live, element, path)? {
+                        Some(merged) => original[index] = Value::Object(merged),
+                        None => {
+                            original.remove(index);
+                        }
+                    }
+                }
+                None => {
+                    if let Some(merged) = self.merge_map(Map::new(), element, path)? {
+                        original.push(Value::Object(merged));
+                    }
+                }
+            }
+        }
+        Ok(original)
+    }
+}
+
+/// Union of two scalar lists: the original order, then new values in patch order.
+fn merge_set(mut original: Vec<Value>, patch: &[Value]) -> Vec<Value> {
+    for value in patch {
+        if !original.contains(value) {
+            original.push(value.clone());
+        }
+    }
+    original
+}
+
+fn apply_element_order(items: &mut [Value], order: &[Value], list_type: ListType) {
+    let rank = |item: &Value| -> usize {
+        let found = match list_type {
+            ListType::Map { merge_key, .. } => order.iter().position(|o| {
+                o.get(merge_key).is_some() && o.get(merge_key) == item.get(merge_key)
+            }),
+            _ => order.iter().position(|o| o == item),
+        };
+        found.unwrap_or(order.len())
+    };
+    // A stable sort keeps unlisted elements in their relative order, after the listed ones.
+    items.sort_by_key(rank);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn smp(target: Value, patch: Value, api_version: &str, kind: &str) -> Value {
+        let mut target = target;
+        strategic_merge_patch(&mut target, &patch, api_version, kind).expect("patch applies");
+        target
+    }
+
+    fn pod(containers: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": containers}})
+    }
+
+    #[test]
+    fn containers_merge_by_name_in_a_pod() {
+        let live = pod(json!([
+            {"name": "web", "image": "nginx:1", "ports": [{"containerPort": 80}]},
+            {"name": "log", "image": "busybox"}
+        ]));
+        let patch = json!({"spec": {"containers": [
+            {"name": "web", "image": "nginx:2"},
+            {"name": "sidecar", "image": "envoy"}
+        ]}});
+        assert_eq!(
+            smp(live, patch, "v1", "Pod")["spec"]["containers"],
+            json!([
+                {"name": "web", "image": "nginx:2", "ports": [{"containerPort": 80}]},
+                {"name": "log", "image": "busybox"},
+                {"name": "sidecar", "image": "envoy"}
+            ])
+        );
+    }
+
+    #[test]
+    fn deployment_template_env_merges_by_name_and_ports_by_container_port() {
+        let live = json!({"spec": {"replicas": 1, "template": {"spec": {"containers": [{
+            "name": "web",
+            "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
+            "ports": [{"containerPort": 80, "name": "http"}]
+        }]}}}});
+        let patch = json!({"spec": {"template": {"spec": {"containers": [{
+            "name": "web",
+            "env": [{"name": "B", "value": "3"}],
+            "ports": [{"containerPort": 80, "protocol": "TCP"}, {"containerPort": 443}]
+        }]}}}});
+        let patched = smp(live, patch, "apps/v1", "Deployment");
+        let container = &patched["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(
+            container["env"],
+            json!([{"name": "A", "value": "1"}, {"name": "B", "value": "3"}])
+        );
+        assert_eq!(
+            container["ports"],
+            json!([
+                {"containerPort": 80, "name": "http", "protocol": "TCP"},
+                {"containerPort": 443}
+            ])
+        );
+        assert_eq!(patched["spec"]["replicas"], json!(1));
+    }
+
+    #[test]
+    fn patch_delete_directive_removes_a_container_by_name() {
+        let live = pod(json!([{"name": "web", "image": "a"}, {"name": "log", "image": "b"}]));
+        let patch = json!({"spec": {"containers": [{"name": "log", "$patch": "delete"}]}});
+        assert_eq!(
+            smp(live, patch, "v1", "Pod")["spec"]["containers"],
+            json!([{"name": "web", "image": "a"}])
+        );
+    }
+
+    #[test]
+    fn patch_delete_directive_on_a_map_removes_the_map() {
+        let live = json!({"metadata": {"name": "c", "labels": {"a": "1"}}, "data": {"k": "v"}});
+        let patch = json!({"data": {"$patch": "delete"}});
+        assert_eq!(
+            smp(live, patch, "v1", "ConfigMap"),
+            json!({"metadata": {"name": "c", "labels": {"a": "1"}}})
+        );
+    }
+
+    #[test]
+    fn patch_replace_directive_on_a_map_replaces_it_whole() {
+        let live = json!({"data": {"a": "1", "b": "2"}});
+        let patch = json!({"data": {"$patch": "replace", "c": "3"}});
+        assert_eq!(
+            smp(live, patch, "v1", "ConfigMap"),
+            json!({"data": {"c": "3"}})
+        );
+    }
+
+    #[test]
+    fn patch_replace_element_replaces_a_keyed_list() {
+        let live = pod(json!([{"name": "web", "image": "a"}, {"name": "log", "image": "b"}]));
+        let patch = json!({"spec": {"containers": [
+            {"$patch": "replace"},
+            {"name": "only", "image": "c"}
+        ]}});
+        assert_eq!(
+            smp(live, patch, "v1", "Pod")["spec"]["containers"],
+            json!([{"name": "only", "image": "c"}])
+        );
+    }
+
+    #[test]
+    fn finalizers_merge_as_a_set_in_strategic_merge() {
+        let live = json!({"metadata": {"finalizers": ["a", "b"]}});
+        let patch = json!({"metadata": {"finalizers": ["b", "c"]}});
+        assert_eq!(
+            smp(live, patch, "v1", "ConfigMap"),
+            json!({"metadata": {"finalizers": ["a", "b", "c"]}})
+        );
+    }
+
+    #[test]
+    fn delete_from_primitive_list_removes_finalizers() {
+        let live = json!({"metadata": {"finalizers": ["a", "b", "c"]}});
+        let patch = json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a", "c"]}});
+        assert_eq!(
+            smp(live, patch, "v1", "ConfigMap"),
+            json!({"metadata": {"finalizers": ["b"]}})
+        );
+    }
+
+    #[test]
+    fn lists_without_a_merge_key_are_replaced() {
+        let live = pod(json!([{"name": "web", "args": ["a", "b"]}]));
+        let patch = json!({"spec": {"containers": [{"name": "web", "args": ["c"]}],
+            "tolerations": [{"key": "x"}]}});
+        let patched = smp(live, patch, "v1", "Pod");
+        assert_eq!(patched["spec"]["containers"][0]["args"], json!(["c"]));
+        assert_eq!(patched["spec"]["tolerations"], json!([{"key": "x"}]));
+    }
+
+    #[test]
+    fn service_ports_merge_by_port() {
+        let live = json!({"spec": {"ports": [{"port": 80, "targetPort": 8080}, {"port": 443}]}});
+        let patch = json!({"spec": {"ports": [{"port": 80, "targetPort": 9090}]}});
+        assert_eq!(
+            smp(live, patch, "v1", "Service")["spec"]["ports"],
+            json!([{"port": 80, "targetPort": 9090}, {"port": 443}])
+        );
+    }
+
+    #[test]
+    fn owner_references_merge_by_uid_and_conditions_by_type() {
+        let live = json!({
+            "metadata": {"ownerReferences": [{"uid": "1", "name": "a"}]},
+            "status": {"conditions": [{"type": "Ready", "status": "False"}, {"type": "Progressing", "status": "True"}]}
+        });
+        let patch = json!({
+            "metadata": {"ownerReferences": [{"uid": "2", "name": "b"}]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}
+        });
+        let patched = smp(live, patch, "apps/v1", "Deployment");
+        assert_eq!(
+            patched["metadata"]["ownerReferences"],
+            json!([{"uid": "1", "name": "a"}, {"uid": "2", "name": "b"}])
+        );
+        assert_eq!(
+            patched["status"]["conditions"],
+            json!([{"type": "Ready", "status": "True"}, {"type": "Progressing", "status": "True"}])
+        );
+    }
+
+    #[test]
+    fn null_deletes_a_key_as_in_merge_patch() {
+        let live = json!({"metadata": {"labels": {"a": "1", "b": "2"}}});
+        let patch = json!({"metadata": {"labels": {"a": null}}});
+        assert_eq!(
+            smp(live, patch, "v1", "Secret"),
+            json!({"metadata": {"labels": {"b": "2"}}})
+        );
+    }
+
+    #[test]
+    fn retain_keys_drops_unlisted_live_keys() {
+        let live = json!({"spec": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}}});
+        let patch = json!({"spec": {"strategy": {"$retainKeys": ["type"], "type": "Recreate"}}});
+        assert_eq!(
+            smp(live, patch, "apps/v1", "Deployment"),
+            json!({"spec": {"strategy": {"type": "Recreate"}}})
+        );
+    }
+
+    #[test]
+    fn set_element_order_reorders_the_merged_list() {
+        let live = pod(json!([{"name": "a"}, {"name": "b"}, {"name": "c"}]));
+        let patch = json!({"spec": {
+            "$setElementOrder/containers": [{"name": "c"}, {"name": "a"}],
+            "containers": [{"name": "a", "image": "x"}]
+        }});
+        assert_eq!(
+            smp(live, patch, "v1", "Pod")["spec"]["containers"],
+            json!([{"name": "c"}, {"name": "a", "image": "x"}, {"name": "b"}])
+        );
+    }
+
+    #[test]
+    fn directives_in_new_elements_are_not_stored() {
+        let live = pod(json!([]));
+        let patch = json!({"spec": {"containers": [
+            {"name": "web", "env": [{"name": "gone", "$patch": "delete"}, {"name": "kept"}]}
+        ]}});
+        assert_eq!(
+            smp(live, patch, "v1", "Pod")["spec"]["containers"],
+            json!([{"name": "web", "env": [{"name": "kept"}]}])
+        );
+    }
+
+    #[test]
+    fn element_without_its_merge_key_is_an_error_and_leaves_the_target_alone() {
+        let mut live = pod(json!([{"name": "web"}]));
+        let before = live.clone();
+        let error = strategic_merge_patch(
+            &mut live,
+            &json!({"metadata": {"labels": {"x": "y"}}, "spec": {"containers": [{"image": "x"}]}}),
+            "v1",
+            "Pod",
+        )
+        .unwrap_err();
+        assert_eq!(
+            error,
+            PatchError::MissingMergeKey {
+                path: "spec.containers".into(),
+                key: "name".into()
+            }
+        );
+        assert_eq!(live, before);
+    }
+
+    #[test]
+    fn unknown_patch_directive_value_is_rejected() {
+        let error = strategic_merge_patch(
+            &mut json!({}),
+            &json!({"data": {"$patch": "explode"}}),
+            "v1",
+            "ConfigMap",
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&error, PatchError::InvalidDirective { path, directive, .. } if path == "data" && directive == "$patch"),
+            "{error:?}"
+        );
+    }
+
+    #[test]
+    fn custom_resources_are_unsupported_for_strategic_merge() {
+        let error = strategic_merge_patch(
+            &mut json!({}),
+            &json!({"spec": {"x": 1}}),
+            "example.com/v1",
+            "Widget",
+        )
+        .unwrap_err();
+        assert_eq!(
+            error,
+            PatchError::UnsupportedForKind {
+                api_version: "example.com/v1".into(),
+                kind: "Widget".into()
+            }
+        );
+    }
+
+    #[test]
+    fn non_object_strategic_patch_is_rejected() {
+        assert_eq!(
+            strategic_merge_patch(&mut json!({}), &json!([1]), "v1", "Pod"),
+            Err(PatchError::PatchNotAnObject { found: "array" })
+        );
+    }
+}
