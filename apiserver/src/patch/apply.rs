@@ -51,8 +51,8 @@
 //!    changed node only, not the other manager's fields beneath it.
 //! 6. **Removal.** A field this manager applied before and omits now is removed unless another
 //!    entry owns it or anything beneath it; in that case only the parts nobody else owns are
-//!    removed. Maps emptied by that removal are removed too (Kubernetes keeps an empty map for
-//!    custom resources).
+//!    removed. Maps and lists emptied by that removal are removed too (Kubernetes drops them
+//!    for built-in kinds when it serializes, but keeps them in custom resources).
 //! 7. **User-supplied `managedFields`.** [`apply`] ignores `metadata.managedFields` in the
 //!    applied configuration (Kubernetes rejects it). [`record_update`] takes the new object's
 //!    `managedFields` when present and different from the old object's (so a client can reset
@@ -68,8 +68,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::fields::{FieldSet, display_path, field_element, key_element, value_element};
-use super::schema::{ListType, Schema, element_key};
+use super::fields::{FieldSet, display_path};
+use super::ownership::{Walker, strip_nulls};
+use super::schema::Schema;
 
 /// The parameters of one server-side apply request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -218,30 +219,9 @@ pub enum ApplyError {
     /// Answer `409 Conflict` with one `FieldManagerConflict` cause per entry.
     #[error("{}", conflict_message(.conflicts))]
     Conflict {
-        /// Each conflicting field with its owner, in path order.
+        /// Each conflicting field with its owner: entry by entry, each in path order.
         conflicts: Vec<FieldConflict>,
     },
-}
-
-/// Metadata fields the server owns: never copied from an applied configuration, never owned.
-const SERVER_METADATA: &[&str] = &[
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "selfLink",
-    "managedFields",
-];
-
-/// Whether the field `name` of the map at `path` is excluded from ownership.
-fn ignored(path: &[&str], name: &str) -> bool {
-    match path {
-        [] => name == "apiVersion" || name == "kind",
-        ["metadata"] => name == "name" || name == "namespace" || SERVER_METADATA.contains(&name),
-        _ => false,
-    }
 }
 
 /// One `metadata.managedFields` entry.
@@ -322,377 +302,6 @@ fn store_entries(object: &mut Value, entries: &[Entry]) {
             "managedFields".into(),
             Value::Array(entries.iter().map(Entry::to_value).collect()),
         );
-    }
-}
-
-/// Walks values along the kind's schema to compute field sets.
-struct Walker {
-    schema: Schema,
-}
-
-/// Whether and how a value is walked below its own node.
-enum Shape<'v> {
-    /// A granular map.
-    Map(&'v Map<String, Value>),
-    /// A keyed list, with each element's `k:` path element.
-    Keyed(Vec<(String, &'v Value)>),
-    /// A set list.
-    Set(&'v [Value]),
-    /// A scalar, an atomic list or an atomic map.
-    Atomic,
-}
-
-impl Walker {
-    fn shape<'v>(&self, value: &'v Value, path: &[&str]) -> Shape<'v> {
-        match value {
-            Value::Object(map) if !self.schema.is_atomic_map(path) => Shape::Map(map),
-            Value::Array(items) => match self.schema.list_type(path) {
-                ListType::Set => Shape::Set(items),
-                ListType::Map { keys, .. } => {
-                    let keyed: Option<Vec<_>> = items
-                        .iter()
-                        .map(|item| element_key(item, keys).map(|key| (key_element(&key), item)))
-                        .collect();
-                    match keyed {
-                        Some(keyed) => Shape::Keyed(keyed),
-                        // Elements without keys cannot be tracked one by one.
-                        None => Shape::Atomic,
-                    }
-                }
-                ListType::Atomic => Shape::Atomic,
-            },
-            _ => Shape::Atomic,
-        }
-    }
-
-    /// The fields an applied configuration sets: leaves, atomic values and keyed list elements
-    /// (Kubernetes' `ToFieldSet`). Maps and lists with content are not members themselves.
-    fn applied_set<'a>(&self, value: &'a Value, path: &mut Vec<&'a str>) -> FieldSet {
-        let mut set = FieldSet::new();
-        match self.shape(value, path) {
-            Shape::Map(map) => {
-                for (name, child) in map {
-                    if ignored(path, name) {
-                        continue;
-                    }
-                    path.push(name);
-                    set.attach(field_element(name), self.applied_set(child, path));
-                    path.pop();
-                }
-                if map.is_empty() {
-                    set = FieldSet::leaf();
-                }
-            }
-            Shape::Keyed(items) => {
-                for (element, item) in &items {
-                    let mut item_set = self.applied_set(item, path);
-                    item_set.union_with(&FieldSet::leaf());
-                    set.attach(element.clone(), item_set);
-                }
-                if items.is_empty() {
-                    set = FieldSet::leaf();
-                }
-            }
-            Shape::Set(items) => {
-                for item in items {
-                    set.attach(value_element(item), FieldSet::leaf());
-                }
-                if items.is_empty() {
-                    set = FieldSet::leaf();
-                }
-            }
-            Shape::Atomic => set = FieldSet::leaf(),
-        }
-        set
-    }
-
-    /// Every path of a value, the value's own node included (what an update adds).
-    fn full_set<'a>(&self, value: &'a Value, path: &mut Vec<&'a str>) -> FieldSet {
-        let mut set = self.applied_set(value, path);
-        // Below the root and `metadata`, the maps an update creates are owned as members.
-        set.union_with(&self.map_members(value, path));
-        if path.as_slice() != ["metadata"] {
-            set.union_with(&FieldSet::leaf());
-        }
-        set
-    }
-
-    fn map_members<'a>(&self, value: &'a Value, path: &mut Vec<&'a str>) -> FieldSet {
-        let mut set = FieldSet::new();
-        match self.shape(value, path) {
-            Shape::Map(map) => {
-                for (name, child) in map {
-                    if ignored(path, name) {
-                        continue;
-                    }
-                    path.push(name);
-                    let mut child_set = self.map_members(child, path);
-                    if child.is_object() && !(path.len() == 1 && name == "metadata") {
-                        child_set.union_with(&FieldSet::leaf());
-                    }
-                    set.attach(field_element(name), child_set);
-                    path.pop();
-                }
-            }
-            Shape::Keyed(items) => {
-                for (element, item) in items {
-                    set.attach(element, self.map_members(item, path));
-                }
-            }
-            Shape::Set(_) | Shape::Atomic => {}
-        }
-        set
-    }
-
-    /// The paths added or changed (first) and removed (second) from `old` to `new`, relative
-    /// to the node at `path`.
-    fn compare<'a>(
-        &self,
-        old: Option<&'a Value>,
-        new: Option<&'a Value>,
-        path: &mut Vec<&'a str>,
-    ) -> (FieldSet, FieldSet) {
-        let (old, new) = match (old, new) {
-            (None, None) => return (FieldSet::new(), FieldSet::new()),
-            (None, Some(new)) => return (self.full_set(new, path), FieldSet::new()),
-            (Some(old), None) => return (FieldSet::new(), self.full_set(old, path)),
-            (Some(old), Some(new)) => (old, new),
-        };
-        let mut changed = FieldSet::new();
-        let mut removed = FieldSet::new();
-        match (self.shape(old, path), self.shape(new, path)) {
-            (Shape::Map(old), Shape::Map(new)) => {
-                let names = old
-                    .keys()
-                    .chain(new.keys().filter(|k| !old.contains_key(*k)));
-                for name in names {
-                    if ignored(path, name) {
-                        continue;
-                    }
-                    path.push(name);
-                    let (c, r) = self.compare(old.get(name), new.get(name), path);
-                    path.pop();
-                    changed.attach(field_element(name), c);
-                    removed.attach(field_element(name), r);
-                }
-            }
-            (Shape::Keyed(old), Shape::Keyed(new)) => {
-                for (element, item) in &old {
-                    let (c, r) = self.compare(Some(item), find(&new, element), path);
-                    changed.attach(element.clone(), c);
-                    removed.attach(element.clone(), r);
-                }
-                for (element, item) in &new {
-                    if find(&old, element).is_none() {
-                        changed.attach(element.clone(), self.full_set(item, path));
-                    }
-                }
-            }
-            (Shape::Set(old), Shape::Set(new)) => {
-                for item in new.iter().filter(|item| !old.contains(item)) {
-                    changed.attach(value_element(item), FieldSet::leaf());
-                }
-                for item in old.iter().filter(|item| !new.contains(item)) {
-                    removed.attach(value_element(item), FieldSet::leaf());
-                }
-            }
-            _ if old == new => {}
-            _ => {
-                changed = self.full_set(new, path);
-                // What was below the old value is gone, the node itself stays.
-                removed = self.full_set(old, path).difference(&FieldSet::leaf());
-                removed = removed.difference(&changed);
-            }
-        }
-        (changed, removed)
-    }
-}
-
-/// The element of a keyed list with the given `k:` path element.
-fn find<'a>(items: &[(String, &'a Value)], element: &str) -> Option<&'a Value> {
-    items.iter().find(|(e, _)| e == element).map(|(_, v)| *v)
-}
-
-/// Removes `null` members of maps, recursively (an applied `null` means "not specified").
-fn strip_nulls(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            map.retain(|_, v| !v.is_null());
-            map.values_mut().for_each(strip_nulls);
-        }
-        Value::Array(items) => items.iter_mut().for_each(strip_nulls),
-        _ => {}
-    }
-}
-
-fn dotted(path: &[&str]) -> String {
-    path.join(".")
-}
-
-impl Walker {
-    /// Merges the applied configuration into the live object.
-    fn merge<'a>(
-        &self,
-        live: &mut Value,
-        applied: &'a Value,
-        path: &mut Vec<&'a str>,
-    ) -> Result<(), ApplyError> {
-        match (applied, self.shape(applied, path)) {
-            (Value::Object(applied), Shape::Map(_)) => {
-                if !live.is_object() {
-                    *live = Value::Object(Map::new());
-                }
-                let Value::Object(live) = live else {
-                    unreachable!("live was just made an object");
-                };
-                for (name, child) in applied {
-                    if matches!(path.as_slice(), ["metadata"])
-                        && SERVER_METADATA.contains(&name.as_str())
-                    {
-                        continue;
-                    }
-                    path.push(name);
-                    self.merge(live.entry(name.clone()).or_insert(Value::Null), child, path)?;
-                    path.pop();
-                }
-                Ok(())
-            }
-            (Value::Array(applied), Shape::Set(_)) => {
-                let mut items = match live.take() {
-                    Value::Array(items) => items,
-                    _ => Vec::new(),
-                };
-                for item in applied {
-                    if !items.contains(item) {
-                        items.push(item.clone());
-                    }
-                }
-                *live = Value::Array(items);
-                Ok(())
-            }
-            (Value::Array(applied_items), Shape::Keyed(keyed)) => {
-                let ListType::Map { keys, .. } = self.schema.list_type(path) else {
-                    unreachable!("a keyed shape comes from a keyed list type");
-                };
-                for (index, (element, _)) in keyed.iter().enumerate() {
-                    if keyed[..index].iter().any(|(e, _)| e == element) {
-                        return Err(ApplyError::InvalidList {
-                            path: dotted(path),
-                            reason: format!(
-                                "duplicate entries for key {}",
-                                display_path(std::slice::from_ref(element))
-                            ),
-                        });
-                    }
-                }
-                let mut items = match live.take() {
-                    Value::Array(items) => items,
-                    _ => Vec::new(),
-                };
-                for (item, (element, _)) in applied_items.iter().zip(&keyed) {
-                    let position = items.iter().position(|live_item| {
-                        element_key(live_item, keys).is_some_and(|k| &key_element(&k) == element)
-                    });
-                    match position {
-                        Some(index) => self.merge(&mut items[index], item, path)?,
-                        None => items.push(item.clone()),
-                    }
-                }
-                *live = Value::Array(items);
-                Ok(())
-            }
-            (Value::Array(items), Shape::Atomic) => {
-                if let ListType::Map { keys, .. } = self.schema.list_type(path)
-                    && let Some(bad) = items.iter().find(|item| element_key(item, keys).is_none())
-                {
-                    let names: Vec<&str> = keys.iter().map(|k| k.name).collect();
-                    return Err(ApplyError::InvalidList {
-                        path: dotted(path),
-                        reason: format!(
-                            "element {bad} lacks the key field(s) {}",
-                            names.join(", ")
-                        ),
-                    });
-                }
-                *live = applied.clone();
-                Ok(())
-            }
-            _ => {
-                *live = applied.clone();
-                Ok(())
-            }
-        }
-    }
-
-    /// Removes from `object` the paths of `remove` that nobody in `others` owns (neither the
-    /// path nor anything beneath it). Maps and lists emptied by the removal are removed too.
-    /// `keys` names the key fields of `object` when it is a keyed list element: those stay as
-    /// long as the element does.
-    fn prune<'a>(
-        &self,
-        object: &mut Value,
-        remove: &'a FieldSet,
-        others: Option<&FieldSet>,
-        path: &mut Vec<&'a str>,
-        keys: &[&str],
-    ) {
-        for (element, child_remove) in remove.children() {
-            let child_others = others.and_then(|o| o.child(element));
-            let owned_by_others = child_others.is_some_and(|o| !o.is_empty());
-            let whole = child_remove.is_member() && !owned_by_others;
-            match object {
-                Value::Object(map) => {
-                    let Some(name) = element.strip_prefix("f:") else {
-                        continue;
-                    };
-                    if keys.contains(&name) {
-                        continue;
-                    }
-                    let Some(child) = map.get_mut(name) else {
-                        continue;
-                    };
-                    if whole {
-                        map.remove(name);
-                        continue;
-                    }
-                    let was_empty = is_empty_container(child);
-                    path.push(name);
-                    self.prune(child, child_remove, child_others, path, &[]);
-                    path.pop();
-                    if !was_empty && !owned_by_others && is_empty_container(child) {
-                        map.remove(name);
-                    }
-                }
-                Value::Array(items) => {
-                    let list_type = self.schema.list_type(path);
-                    let index = items.iter().position(|item| match list_type {
-                        ListType::Map { keys, .. } => {
-                            element_key(item, keys).is_some_and(|k| &key_element(&k) == element)
-                        }
-                        ListType::Set => &value_element(item) == element,
-                        ListType::Atomic => false,
-                    });
-                    let Some(index) = index else {
-                        continue;
-                    };
-                    if whole {
-                        items.remove(index);
-                    } else if let ListType::Map { keys, .. } = list_type {
-                        let names: Vec<&str> = keys.iter().map(|k| k.name).collect();
-                        self.prune(&mut items[index], child_remove, child_others, path, &names);
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-}
-
-fn is_empty_container(value: &Value) -> bool {
-    match value {
-        Value::Object(map) => map.is_empty(),
-        Value::Array(items) => items.is_empty(),
-        _ => false,
     }
 }
 
@@ -778,12 +387,14 @@ pub fn apply(
         .find(|e| e.is(manager, "Apply"))
         .map(|e| e.fields.clone())
         .unwrap_or_default();
-    let mut others = FieldSet::new();
+    // Fields some other entry owns stay, and so does everything the new configuration sets
+    // (even an empty map, or an element whose fields the configuration still lists).
+    let mut kept = applied_set.clone();
     for entry in entries.iter().filter(|e| !e.is(manager, "Apply")) {
-        others.union_with(&entry.fields);
+        kept.union_with(&entry.fields);
     }
     let to_remove = previous.difference(&applied_set);
-    walker.prune(&mut merged, &to_remove, Some(&others), &mut Vec::new(), &[]);
+    walker.prune(&mut merged, &to_remove, Some(&kept), &mut Vec::new(), &[]);
 
     let mine = Entry {
         manager: manager.to_owned(),
@@ -796,7 +407,7 @@ pub fn apply(
         Some(entry) => *entry = mine,
         None => entries.push(mine),
     }
-    entries.retain(|e| e.is(manager, "Apply") || !e.fields.is_empty());
+    entries.retain(|e| !e.fields.is_empty());
     store_entries(&mut merged, &entries);
     Ok(merged)
 }
@@ -855,4 +466,508 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, now: &
     }
     entries.retain(|e| !e.fields.is_empty());
     store_entries(new, &entries);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const T1: &str = "2024-01-01T00:00:00Z";
+    const T2: &str = "2024-01-02T00:00:00Z";
+
+    fn request(manager: &str) -> ApplyRequest {
+        ApplyRequest::new(manager, "apps/v1", "Deployment", T1)
+    }
+
+    fn deployment(spec: Value) -> Value {
+        json!({
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": spec
+        })
+    }
+
+    fn config_map(metadata_extra: Value, data: Value) -> Value {
+        let mut metadata = json!({"name": "cm", "namespace": "default"});
+        merge_patch_into(&mut metadata, &metadata_extra);
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data})
+    }
+
+    fn merge_patch_into(target: &mut Value, patch: &Value) {
+        super::super::merge_patch(target, patch);
+    }
+
+    fn cm_request(manager: &str) -> ApplyRequest {
+        ApplyRequest::new(manager, "v1", "ConfigMap", T1)
+    }
+
+    /// The `fieldsV1` of `manager`'s entry with `operation`.
+    fn fields_of(object: &Value, manager: &str, operation: &str) -> Option<Value> {
+        object["metadata"]["managedFields"]
+            .as_array()?
+            .iter()
+            .find(|e| e["manager"] == manager && e["operation"] == operation)
+            .map(|e| e["fieldsV1"].clone())
+    }
+
+    fn conflicts(error: ApplyError) -> Vec<(String, String)> {
+        match error {
+            ApplyError::Conflict { conflicts } => conflicts
+                .into_iter()
+                .map(|c| (c.manager, c.field))
+                .collect(),
+            other => panic!("expected a conflict, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn applying_to_an_absent_object_creates_it_with_an_apply_entry() {
+        let config = config_map(json!({"labels": {"app": "web"}}), json!({"a": "1"}));
+        let created = apply(None, &config, &cm_request("kubectl")).unwrap();
+        assert_eq!(created["data"], json!({"a": "1"}));
+        assert_eq!(created["metadata"]["name"], "cm");
+        assert_eq!(
+            created["metadata"]["managedFields"],
+            json!([{
+                "manager": "kubectl",
+                "operation": "Apply",
+                "apiVersion": "v1",
+                "time": T1,
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:data": {"f:a": {}}, "f:metadata": {"f:labels": {"f:app": {}}}}
+            }])
+        );
+    }
+
+    #[test]
+    fn managed_fields_use_the_kubernetes_fields_v1_encoding() {
+        let config = deployment(json!({
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{
+                    "name": "web",
+                    "image": "nginx",
+                    "ports": [{"containerPort": 80}]
+                }]}
+            }
+        }));
+        let created = apply(None, &config, &request("kubectl")).unwrap();
+        assert_eq!(
+            fields_of(&created, "kubectl", "Apply").unwrap(),
+            json!({
+                "f:spec": {
+                    "f:replicas": {},
+                    "f:selector": {},
+                    "f:template": {
+                        "f:metadata": {"f:labels": {"f:app": {}}},
+                        "f:spec": {"f:containers": {"k:{\"name\":\"web\"}": {
+                            ".": {},
+                            "f:image": {},
+                            "f:name": {},
+                            "f:ports": {"k:{\"containerPort\":80,\"protocol\":\"TCP\"}": {
+                                ".": {},
+                                "f:containerPort": {}
+                            }}
+                        }}}
+                    }
+                }
+            })
+        );
+    }
+
+    #[test]
+    fn second_manager_changing_an_owned_field_conflicts() {
+        let live = apply(None, &deployment(json!({"replicas": 1})), &request("a")).unwrap();
+        let error = apply(
+            Some(&live),
+            &deployment(json!({"replicas": 2})),
+            &request("b"),
+        )
+        .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "Apply failed with 1 conflict: conflict with \"a\": .spec.replicas"
+        );
+        assert_eq!(
+            conflicts(error),
+            vec![("a".into(), ".spec.replicas".into())]
+        );
+    }
+
+    #[test]
+    fn force_takes_ownership_from_the_other_manager() {
+        let live = apply(
+            None,
+            &deployment(json!({"replicas": 1, "paused": false})),
+            &request("a"),
+        )
+        .unwrap();
+        let forced = apply(
+            Some(&live),
+            &deployment(json!({"replicas": 2})),
+            &request("b").force(true),
+        )
+        .unwrap();
+        assert_eq!(forced["spec"], json!({"replicas": 2, "paused": false}));
+        assert_eq!(
+            fields_of(&forced, "a", "Apply").unwrap(),
+            json!({"f:spec": {"f:paused": {}}})
+        );
+        assert_eq!(
+            fields_of(&forced, "b", "Apply").unwrap(),
+            json!({"f:spec": {"f:replicas": {}}})
+        );
+        // `a` no longer owns replicas: dropping it from its config leaves b's value alone.
+        let again = apply(
+            Some(&forced),
+            &deployment(json!({"paused": false})),
+            &request("a"),
+        )
+        .unwrap();
+        assert_eq!(again["spec"]["replicas"], 2);
+    }
+
+    #[test]
+    fn omitted_field_is_removed_when_no_one_else_owns_it() {
+        let first = config_map(json!({"labels": {"x": "1", "y": "2"}}), json!({"a": "1"}));
+        let live = apply(None, &first, &cm_request("m")).unwrap();
+        let second = config_map(json!({"labels": {"x": "1"}}), json!({}));
+        let next = apply(Some(&live), &second, &cm_request("m")).unwrap();
+        assert_eq!(next["metadata"]["labels"], json!({"x": "1"}));
+        assert_eq!(next["data"], json!({}));
+        assert_eq!(
+            fields_of(&next, "m", "Apply").unwrap(),
+            json!({"f:data": {}, "f:metadata": {"f:labels": {"f:x": {}}}})
+        );
+    }
+
+    #[test]
+    fn two_managers_applying_the_same_value_share_the_field() {
+        let live = apply(None, &deployment(json!({"replicas": 3})), &request("a")).unwrap();
+        let shared = apply(
+            Some(&live),
+            &deployment(json!({"replicas": 3})),
+            &request("b"),
+        )
+        .expect("an equal value is no conflict");
+        let owns_replicas = json!({"f:spec": {"f:replicas": {}}});
+        assert_eq!(fields_of(&shared, "a", "Apply").unwrap(), owns_replicas);
+        assert_eq!(fields_of(&shared, "b", "Apply").unwrap(), owns_replicas);
+        // A changing the shared field conflicts with b.
+        let error = apply(
+            Some(&shared),
+            &deployment(json!({"replicas": 4})),
+            &request("a"),
+        )
+        .unwrap_err();
+        assert_eq!(
+            conflicts(error),
+            vec![("b".into(), ".spec.replicas".into())]
+        );
+        // `a` dropping it keeps it, since b still owns it; then b alone may change it.
+        let dropped = apply(Some(&shared), &deployment(json!({})), &request("a")).unwrap();
+        assert_eq!(dropped["spec"]["replicas"], 3);
+        let changed = apply(
+            Some(&dropped),
+            &deployment(json!({"replicas": 5})),
+            &request("b"),
+        )
+        .expect("b is the only owner now");
+        assert_eq!(changed["spec"]["replicas"], 5);
+    }
+
+    #[test]
+    fn containers_from_two_managers_merge_by_name_and_leave_with_their_owner() {
+        let web = deployment(json!({"template": {"spec": {"containers": [
+            {"name": "web", "image": "nginx"}
+        ]}}}));
+        let sidecar = deployment(json!({"template": {"spec": {"containers": [
+            {"name": "sidecar", "image": "envoy"}
+        ]}}}));
+        let live = apply(None, &web, &request("a")).unwrap();
+        let both = apply(Some(&live), &sidecar, &request("b")).unwrap();
+        assert_eq!(
+            both["spec"]["template"]["spec"]["containers"],
+            json!([{"name": "web", "image": "nginx"}, {"name": "sidecar", "image": "envoy"}])
+        );
+        let without_web = deployment(json!({"template": {"spec": {"containers": []}}}));
+        let after = apply(Some(&both), &without_web, &request("a")).unwrap();
+        assert_eq!(
+            after["spec"]["template"]["spec"]["containers"],
+            json!([{"name": "sidecar", "image": "envoy"}])
+        );
+    }
+
+    #[test]
+    fn element_dropped_by_its_applier_keeps_the_fields_another_manager_owns() {
+        let config = deployment(json!({"template": {"spec": {"containers": [
+            {"name": "web", "image": "nginx:1", "args": ["-v"]}
+        ]}}}));
+        let applied = apply(None, &config, &request("a")).unwrap();
+        let mut edited = applied.clone();
+        edited["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:2");
+        record_update(Some(&applied), &mut edited, "kubectl-edit", T2);
+        let after = apply(Some(&edited), &deployment(json!({})), &request("a")).unwrap();
+        assert_eq!(
+            after["spec"]["template"]["spec"]["containers"],
+            json!([{"name": "web", "image": "nginx:2"}])
+        );
+    }
+
+    #[test]
+    fn update_takes_ownership_and_a_later_apply_conflicts_with_it() {
+        let live = apply(None, &deployment(json!({"replicas": 1})), &request("a")).unwrap();
+        let mut scaled = live.clone();
+        scaled["spec"]["replicas"] = json!(5);
+        record_update(Some(&live), &mut scaled, "kubectl-scale", T2);
+        assert_eq!(
+            fields_of(&scaled, "kubectl-scale", "Update").unwrap(),
+            json!({"f:spec": {"f:replicas": {}}})
+        );
+        assert_eq!(
+            fields_of(&scaled, "a", "Apply"),
+            None,
+            "an entry left without fields is dropped"
+        );
+        let error = apply(
+            Some(&scaled),
+            &deployment(json!({"replicas": 1})),
+            &request("a"),
+        )
+        .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "Apply failed with 1 conflict: conflict with \"kubectl-scale\" using apps/v1 at \
+             2024-01-02T00:00:00Z: .spec.replicas"
+        );
+    }
+
+    #[test]
+    fn conflict_status_cause_is_a_field_manager_conflict() {
+        let conflict = FieldConflict {
+            manager: "kubectl-edit".into(),
+            operation: "Update".into(),
+            api_version: "v1".into(),
+            time: Some(T1.into()),
+            field: ".data.a".into(),
+        };
+        assert_eq!(
+            conflict.status_cause(),
+            json!({
+                "type": "FieldManagerConflict",
+                "message": "conflict with \"kubectl-edit\" using v1 at 2024-01-01T00:00:00Z",
+                "field": ".data.a"
+            })
+        );
+    }
+
+    #[test]
+    fn several_conflicts_are_grouped_by_manager_in_the_message() {
+        let live = apply(
+            None,
+            &config_map(json!({}), json!({"a": "1", "b": "1"})),
+            &cm_request("one"),
+        )
+        .unwrap();
+        let live = apply(
+            Some(&live),
+            &config_map(json!({}), json!({"c": "1"})),
+            &cm_request("two"),
+        )
+        .unwrap();
+        let error = apply(
+            Some(&live),
+            &config_map(json!({}), json!({"a": "2", "b": "2", "c": "2"})),
+            &cm_request("three"),
+        )
+        .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "Apply failed with 3 conflicts: conflicts with \"one\":\n- .data.a\n- .data.b\n\
+             conflicts with \"two\":\n- .data.c"
+        );
+    }
+
+    #[test]
+    fn applying_the_same_configuration_twice_changes_only_the_time() {
+        let config = deployment(json!({"replicas": 1, "template": {"spec": {"containers": [
+            {"name": "web", "image": "nginx"}
+        ]}}}));
+        let first = apply(None, &config, &request("a")).unwrap();
+        let mut later = request("a");
+        later.now = T2.into();
+        let second = apply(Some(&first), &config, &later).unwrap();
+        let mut expected = first.clone();
+        expected["metadata"]["managedFields"][0]["time"] = json!(T2);
+        assert_eq!(second, expected);
+    }
+
+    #[test]
+    fn finalizers_apply_as_a_set_owned_value_by_value() {
+        let config = config_map(json!({"finalizers": ["example.com/a"]}), json!({}));
+        let live = apply(None, &config, &cm_request("a")).unwrap();
+        let other = config_map(json!({"finalizers": ["example.com/b"]}), json!({}));
+        let both = apply(Some(&live), &other, &cm_request("b")).unwrap();
+        assert_eq!(
+            both["metadata"]["finalizers"],
+            json!(["example.com/a", "example.com/b"])
+        );
+        assert_eq!(
+            fields_of(&both, "b", "Apply").unwrap(),
+            json!({"f:data": {}, "f:metadata": {"f:finalizers": {"v:\"example.com/b\"": {}}}})
+        );
+        let dropped = apply(
+            Some(&both),
+            &config_map(json!({}), json!({})),
+            &cm_request("a"),
+        )
+        .unwrap();
+        assert_eq!(dropped["metadata"]["finalizers"], json!(["example.com/b"]));
+    }
+
+    #[test]
+    fn custom_resource_lists_are_atomic() {
+        let widget = |items: Value| {
+            json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                   "metadata": {"name": "w"}, "spec": {"items": items}})
+        };
+        let request = |m: &str| ApplyRequest::new(m, "example.com/v1", "Widget", T1);
+        let live = apply(None, &widget(json!([{"name": "a"}])), &request("a")).unwrap();
+        assert_eq!(
+            fields_of(&live, "a", "Apply").unwrap(),
+            json!({"f:spec": {"f:items": {}}})
+        );
+        let error = apply(Some(&live), &widget(json!([{"name": "b"}])), &request("b")).unwrap_err();
+        assert_eq!(conflicts(error), vec![("a".into(), ".spec.items".into())]);
+    }
+
+    #[test]
+    fn server_owned_metadata_and_nulls_in_the_configuration_are_ignored() {
+        let live = apply(
+            None,
+            &config_map(json!({}), json!({"a": "1"})),
+            &cm_request("a"),
+        )
+        .unwrap();
+        let mut live = live;
+        live["metadata"]["uid"] = json!("u-1");
+        live["metadata"]["resourceVersion"] = json!("7");
+        let config = config_map(
+            json!({"uid": "other", "resourceVersion": "1", "managedFields": [{"manager": "x"}]}),
+            json!({"a": "1", "b": null}),
+        );
+        let next = apply(Some(&live), &config, &cm_request("a")).unwrap();
+        assert_eq!(next["metadata"]["uid"], "u-1");
+        assert_eq!(next["metadata"]["resourceVersion"], "7");
+        assert_eq!(next["data"], json!({"a": "1"}));
+        assert_eq!(
+            next["metadata"]["managedFields"].as_array().unwrap().len(),
+            1
+        );
+    }
+
+    #[test]
+    fn bad_requests_are_rejected_before_anything_is_merged() {
+        let config = deployment(json!({}));
+        assert_eq!(
+            apply(None, &config, &request("")),
+            Err(ApplyError::MissingFieldManager)
+        );
+        assert_eq!(
+            apply(None, &json!([1]), &request("a")),
+            Err(ApplyError::NotAnObject)
+        );
+        assert!(matches!(
+            apply(None, &config, &cm_request("a")),
+            Err(ApplyError::TypeMismatch { found_kind, .. }) if found_kind == "Deployment"
+        ));
+        let duplicate = deployment(json!({"template": {"spec": {"containers": [
+            {"name": "web"}, {"name": "web", "image": "x"}
+        ]}}}));
+        assert!(matches!(
+            apply(None, &duplicate, &request("a")),
+            Err(ApplyError::InvalidList { path, .. }) if path == "spec.template.spec.containers"
+        ));
+        let keyless = deployment(json!({"template": {"spec": {"containers": [{"image": "x"}]}}}));
+        assert!(matches!(
+            apply(None, &keyless, &request("a")),
+            Err(ApplyError::InvalidList { .. })
+        ));
+    }
+
+    #[test]
+    fn record_update_on_create_owns_added_maps_with_dot_markers() {
+        let mut created = config_map(json!({"labels": {"app": "web"}}), json!({"a": "1"}));
+        record_update(None, &mut created, "kubectl-create", T1);
+        assert_eq!(
+            created["metadata"]["managedFields"],
+            json!([{
+                "manager": "kubectl-create",
+                "operation": "Update",
+                "apiVersion": "v1",
+                "time": T1,
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {
+                    "f:data": {".": {}, "f:a": {}},
+                    "f:metadata": {"f:labels": {".": {}, "f:app": {}}}
+                }
+            }])
+        );
+    }
+
+    #[test]
+    fn record_update_moves_changed_fields_and_drops_removed_ones() {
+        let mut created = config_map(json!({}), json!({"a": "1", "b": "1"}));
+        record_update(None, &mut created, "one", T1);
+        let mut updated = created.clone();
+        updated["data"] = json!({"a": "2"});
+        record_update(Some(&created), &mut updated, "two", T2);
+        assert_eq!(
+            fields_of(&updated, "one", "Update").unwrap(),
+            json!({"f:data": {}})
+        );
+        assert_eq!(
+            fields_of(&updated, "two", "Update").unwrap(),
+            json!({"f:data": {"f:a": {}}})
+        );
+        // An update that changes nothing records nothing.
+        let mut same = updated.clone();
+        record_update(Some(&updated), &mut same, "three", T2);
+        assert_eq!(same, updated);
+    }
+
+    #[test]
+    fn record_update_honours_managed_fields_reset_by_the_client() {
+        let mut created = config_map(json!({}), json!({"a": "1"}));
+        record_update(None, &mut created, "one", T1);
+        let mut reset = created.clone();
+        reset["metadata"]["managedFields"] = json!([]);
+        record_update(Some(&created), &mut reset, "two", T2);
+        assert!(reset["metadata"].get("managedFields").is_none());
+    }
+
+    proptest! {
+        #[test]
+        fn a_sole_applier_ends_with_exactly_its_last_labels(
+            label_sets in prop::collection::vec(
+                prop::collection::btree_map("[a-e]", "[x-z]", 0..4), 1..5)
+        ) {
+            let mut live: Option<Value> = None;
+            for labels in &label_sets {
+                let labels: Map<String, Value> =
+                    labels.iter().map(|(k, v)| (k.clone(), Value::from(v.as_str()))).collect();
+                let config = config_map(json!({"labels": labels}), json!({}));
+                live = Some(apply(live.as_ref(), &config, &cm_request("m")).unwrap());
+            }
+            let last: Map<String, Value> = label_sets.last().unwrap()
+                .iter().map(|(k, v)| (k.clone(), Value::from(v.as_str()))).collect();
+            let live = live.unwrap();
+            let labels = live["metadata"].get("labels").cloned().unwrap_or(json!({}));
+            prop_assert_eq!(labels, Value::Object(last));
+        }
+    }
 }

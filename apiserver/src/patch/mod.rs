@@ -28,6 +28,7 @@ mod apply;
 mod fields;
 mod json;
 mod merge;
+mod ownership;
 mod schema;
 mod strategic;
 
