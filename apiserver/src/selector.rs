@@ -3,7 +3,8 @@
 //! [`LabelSelector`] is the `labelSelector` query parameter: comma-separated requirements, all of
 //! which must hold, each one of `key=value` (also `key==value`), `key!=value`,
 //! `key in (a,b)`, `key notin (a,b)`, `key` (the label exists) and `!key` (it does not). Keys and
-//! values are validated as Kubernetes validates label keys and values.
+//! values are validated as Kubernetes validates label keys and values. `key in ()` selects the
+//! empty value, as in Kubernetes. The `>` and `<` (Gt/Lt) operators are not supported.
 //!
 //! [`FieldSelector`] is the `fieldSelector` query parameter: comma-separated `field=value`,
 //! `field==value` or `field!=value` terms over `metadata.name` and `metadata.namespace`, the

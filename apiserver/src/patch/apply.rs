@@ -278,8 +278,17 @@ fn parse_entries(managed_fields: Option<&Value>) -> Vec<Entry> {
         .unwrap_or_default()
 }
 
-/// Writes `entries` into `object.metadata.managedFields` (removing the key when there are none).
-fn store_entries(object: &mut Value, entries: &[Entry]) {
+/// Writes `entries` into `object.metadata.managedFields` (removing the key when there are none),
+/// in Kubernetes' order: by operation (`Apply` first), time, manager, then `apiVersion`.
+fn store_entries(object: &mut Value, entries: &mut [Entry]) {
+    entries.sort_by(|a, b| {
+        (&a.operation, &a.time, &a.manager, &a.api_version).cmp(&(
+            &b.operation,
+            &b.time,
+            &b.manager,
+            &b.api_version,
+        ))
+    });
     if !object.is_object() {
         *object = Value::Object(Map::new());
     }
@@ -408,7 +417,7 @@ pub fn apply(
         None => entries.push(mine),
     }
     entries.retain(|e| !e.fields.is_empty());
-    store_entries(&mut merged, &entries);
+    store_entries(&mut merged, &mut entries);
     Ok(merged)
 }
 
@@ -465,7 +474,7 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, now: &
         entry.api_version = api_version;
     }
     entries.retain(|e| !e.fields.is_empty());
-    store_entries(new, &entries);
+    store_entries(new, &mut entries);
 }
 
 #[cfg(test)]
@@ -938,6 +947,42 @@ mod tests {
         let mut same = updated.clone();
         record_update(Some(&updated), &mut same, "three", T2);
         assert_eq!(same, updated);
+    }
+
+    #[test]
+    fn managed_fields_entries_are_sorted_like_kubernetes() {
+        let mut object = config_map(json!({}), json!({"a": "1"}));
+        record_update(None, &mut object, "creator", T2);
+        let applied = apply(
+            Some(&object),
+            &config_map(json!({"labels": {"x": "y"}}), json!({})),
+            &cm_request("zeta"),
+        )
+        .unwrap();
+        // Applied after `zeta`: time orders before the manager name does.
+        let mut after_zeta = cm_request("alpha");
+        after_zeta.now = "2025-01-01T00:00:00Z".into();
+        let both = apply(
+            Some(&applied),
+            &config_map(json!({"annotations": {"n": "1"}}), json!({})),
+            &after_zeta,
+        )
+        .unwrap();
+        let order: Vec<(&str, &str)> = both["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["operation"].as_str().unwrap(),
+                    e["manager"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            order,
+            vec![("Apply", "zeta"), ("Apply", "alpha"), ("Update", "creator")]
+        );
     }
 
     #[test]

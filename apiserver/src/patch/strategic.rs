@@ -9,14 +9,19 @@
 //! Directives:
 //! - `$patch: replace` in a map replaces the map with the rest of the patch map; as an element
 //!   of a keyed list, it replaces the list with the other elements.
-//! - `$patch: delete` in a map removes the map (like `null`); as an element of a keyed list it
-//!   removes the element with the same merge key.
+//! - `$patch: delete` in a map removes the map (like `null`; Kubernetes leaves an empty map,
+//!   which built-in kinds then omit when serializing); as an element of a keyed list it removes
+//!   the elements with the same merge key.
 //! - `$patch: merge` is the default and accepted.
-//! - `$retainKeys: [..]` drops every key of the live map not listed, before merging.
+//! - `$retainKeys: [..]` drops every key of the live map not listed, before merging; the patch
+//!   may only set listed keys.
 //! - `$deleteFromPrimitiveList/<field>: [..]` removes those values from the scalar list `field`.
 //! - `$setElementOrder/<field>: [..]` orders the merged list `field`: listed elements (by merge
 //!   key, or by value for scalars) come first in the given order, unlisted ones follow in their
 //!   previous relative order. (Kubernetes interleaves unlisted elements by their old positions.)
+//!
+//! Merged keyed lists keep their elements in place and append new ones at the end; Kubernetes
+//! moves the patched elements into the patch's order.
 //!
 //! Custom resources have no patch strategies; like a real API server this module refuses them
 //! with [`PatchError::UnsupportedForKind`], which the server answers `415 UnsupportedMediaType`.
@@ -147,6 +152,16 @@ impl Merger {
         }
         if let Some(retain) = patch.get(RETAIN_KEYS) {
             let retain = string_list(retain, path, RETAIN_KEYS)?;
+            let unlisted = patch.iter().find(|(key, value)| {
+                !value.is_null() && !is_directive(key) && !retain.contains(&key.as_str())
+            });
+            if let Some((key, _)) = unlisted {
+                return Err(invalid(
+                    path,
+                    RETAIN_KEYS,
+                    format!("the patch sets `{key}`, which the list does not retain"),
+                ));
+            }
             original.retain(|key, _| retain.contains(&key.as_str()));
         }
         let mut orders = Vec::new();
@@ -489,6 +504,22 @@ mod tests {
         assert_eq!(
             smp(live, patch, "apps/v1", "Deployment"),
             json!({"spec": {"strategy": {"type": "Recreate"}}})
+        );
+    }
+
+    #[test]
+    fn retain_keys_rejects_a_patch_setting_an_unlisted_key() {
+        let error = strategic_merge_patch(
+            &mut json!({}),
+            &json!({"spec": {"strategy": {"$retainKeys": ["type"], "rollingUpdate": {}}}}),
+            "apps/v1",
+            "Deployment",
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&error, PatchError::InvalidDirective { path, directive, .. }
+                if path == "spec.strategy" && directive == "$retainKeys"),
+            "{error:?}"
         );
     }
 
