@@ -328,22 +328,22 @@ impl Walker {
         }
     }
 
-    /// Removes from `object` the paths of `remove` that `others` does not hold (neither the
-    /// path nor anything beneath it): `others` is every field still owned by someone. Maps and lists emptied by the removal are removed too.
-    /// `keys` names the key fields of `object` when it is a keyed list element: those stay as
-    /// long as the element does.
+    /// Removes from `object` the paths of `remove` that `kept` holds neither itself nor anything
+    /// beneath (`kept` is every field still owned by someone). Maps and lists emptied by the
+    /// removal go too. `keys` names the key fields of `object` when it is a keyed list element:
+    /// those stay as long as the element does.
     pub(crate) fn prune<'a>(
         &self,
         object: &mut Value,
         remove: &'a FieldSet,
-        others: Option<&FieldSet>,
+        kept: Option<&FieldSet>,
         path: &mut Vec<&'a str>,
         keys: &[&str],
     ) {
         for (element, child_remove) in remove.children() {
-            let child_others = others.and_then(|o| o.child(element));
-            let owned_by_others = child_others.is_some_and(|o| !o.is_empty());
-            let whole = child_remove.is_member() && !owned_by_others;
+            let child_kept = kept.and_then(|o| o.child(element));
+            let kept_below = child_kept.is_some_and(|o| !o.is_empty());
+            let whole = child_remove.is_member() && !kept_below;
             match object {
                 Value::Object(map) => {
                     let Some(name) = element.strip_prefix("f:") else {
@@ -361,9 +361,9 @@ impl Walker {
                     }
                     let was_empty = is_empty_container(child);
                     path.push(name);
-                    self.prune(child, child_remove, child_others, path, &[]);
+                    self.prune(child, child_remove, child_kept, path, &[]);
                     path.pop();
-                    if !was_empty && !owned_by_others && is_empty_container(child) {
+                    if !was_empty && !kept_below && is_empty_container(child) {
                         map.remove(name);
                     }
                 }
@@ -383,7 +383,7 @@ impl Walker {
                         items.remove(index);
                     } else if let ListType::Map { keys, .. } = list_type {
                         let names: Vec<&str> = keys.iter().map(|k| k.name).collect();
-                        self.prune(&mut items[index], child_remove, child_others, path, &names);
+                        self.prune(&mut items[index], child_remove, child_kept, path, &names);
                     }
                 }
                 _ => {}
@@ -397,5 +397,82 @@ fn is_empty_container(value: &Value) -> bool {
         Value::Object(map) => map.is_empty(),
         Value::Array(items) => items.is_empty(),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn walker(api_version: &str, kind: &str) -> Walker {
+        Walker {
+            schema: Schema::for_kind(api_version, kind),
+        }
+    }
+
+    fn paths(set: &FieldSet) -> Vec<String> {
+        set.paths().iter().map(|p| display_path(p)).collect()
+    }
+
+    #[test]
+    fn changing_one_container_image_changes_only_that_leaf() {
+        let old = json!({"spec": {"containers": [
+            {"name": "web", "image": "a"},
+            {"name": "log", "image": "b"}
+        ]}});
+        let mut new = old.clone();
+        new["spec"]["containers"][1]["image"] = json!("c");
+        let (changed, removed) = walker("v1", "Pod").compare(Some(&old), Some(&new), &mut vec![]);
+        assert_eq!(
+            paths(&changed),
+            vec![r#".spec.containers[name="log"].image"#]
+        );
+        assert!(removed.is_empty());
+    }
+
+    #[test]
+    fn a_removed_element_is_removed_with_its_fields() {
+        let old = json!({"spec": {"containers": [{"name": "web", "image": "a"}]}});
+        let new = json!({"spec": {"containers": []}});
+        let (changed, removed) = walker("v1", "Pod").compare(Some(&old), Some(&new), &mut vec![]);
+        assert!(changed.is_empty());
+        assert_eq!(
+            paths(&removed),
+            vec![
+                r#".spec.containers[name="web"]"#,
+                r#".spec.containers[name="web"].image"#,
+                r#".spec.containers[name="web"].name"#
+            ]
+        );
+    }
+
+    #[test]
+    fn applied_set_owns_leaves_and_elements_but_not_maps() {
+        let config = json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p", "uid": "u", "labels": {"a": "b"}},
+            "spec": {"containers": [{"name": "web"}], "nodeSelector": {}}
+        });
+        let set = walker("v1", "Pod").applied_set(&config, &mut vec![]);
+        assert_eq!(
+            paths(&set),
+            vec![
+                ".metadata.labels.a",
+                r#".spec.containers[name="web"]"#,
+                r#".spec.containers[name="web"].name"#,
+                ".spec.nodeSelector"
+            ]
+        );
+    }
+
+    #[test]
+    fn atomic_selector_is_owned_and_compared_whole() {
+        let old = json!({"spec": {"selector": {"matchLabels": {"app": "a"}}}});
+        let new = json!({"spec": {"selector": {"matchLabels": {"app": "b"}}}});
+        let (changed, _) =
+            walker("apps/v1", "Deployment").compare(Some(&old), Some(&new), &mut vec![]);
+        assert_eq!(paths(&changed), vec![".spec.selector"]);
     }
 }

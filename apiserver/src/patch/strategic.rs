@@ -323,6 +323,7 @@ fn apply_element_order(items: &mut [Value], order: &[Value], list_type: ListType
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use serde_json::json;
 
     fn smp(target: Value, patch: Value, api_version: &str, kind: &str) -> Value {
@@ -608,5 +609,36 @@ mod tests {
             strategic_merge_patch(&mut json!({}), &json!([1]), "v1", "Pod"),
             Err(PatchError::PatchNotAnObject { found: "array" })
         );
+    }
+
+    /// JSON values with lists, nested objects and nulls, but no directive keys.
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i16>().prop_map(Value::from),
+            "[a-c]{0,2}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 32, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..3).prop_map(Value::from),
+                prop::collection::btree_map("[a-d]", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn strategic_merge_without_keyed_lists_agrees_with_merge_patch(
+            target in prop::collection::btree_map("[a-d]", json_value(), 0..4),
+            patch in prop::collection::btree_map("[a-d]", json_value(), 0..4),
+        ) {
+            let target = Value::Object(target.into_iter().collect());
+            let patch = Value::Object(patch.into_iter().collect());
+            let mut expected = target.clone();
+            crate::patch::merge_patch(&mut expected, &patch);
+            prop_assert_eq!(smp(target, patch, "v1", "ConfigMap"), expected);
+        }
     }
 }
