@@ -1,7 +1,6 @@
 //! The delaying layer: keys that become adds once their delay has elapsed (SEMANTICS rules 7–8).
 
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::BTreeMap;
 use std::collections::hash_map::Entry;
 use std::fmt;
 use std::ops::Deref;
@@ -21,7 +20,7 @@ type Map<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 /// A delay so long it stands for "never" where `now + delay` would overflow the clock.
 const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
-/// A waiting key and when it becomes ready; ordered so the `BinaryHeap` pops the earliest first.
+/// A waiting key and when it becomes ready.
 struct Waiting<K> {
     ready: Instant,
     /// Insertion order: breaks ties between equal ready times (FIFO) and tells a live entry
@@ -30,31 +29,36 @@ struct Waiting<K> {
     key: K,
 }
 
-impl<K> PartialEq for Waiting<K> {
-    fn eq(&self, other: &Self) -> bool {
-        (self.ready, self.seq) == (other.ready, other.seq)
-    }
-}
-impl<K> Eq for Waiting<K> {}
-impl<K> PartialOrd for Waiting<K> {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl<K> Ord for Waiting<K> {
-    fn cmp(&self, other: &Self) -> Ordering {
-        // Reversed: the max-heap yields the smallest (ready, seq).
-        (other.ready, other.seq).cmp(&(self.ready, self.seq))
-    }
+/// The keys whose ready time falls within one millisecond (tokio's timer resolution).
+struct Bucket<K> {
+    entries: Vec<Waiting<K>>,
+    /// Sorted latest-first, so the earliest entry pops off the end.
+    sorted: bool,
 }
 
 struct Timers<K> {
-    heap: BinaryHeap<Waiting<K>>,
-    /// The live `(ready, seq)` of each waiting key; heap entries that disagree are stale.
+    /// Waiting keys by the millisecond of their ready time since `origin`. A bucket is sorted
+    /// only when it comes due, so each add is a push and each firing a pop: far cheaper than a
+    /// binary heap over every waiting key.
+    buckets: BTreeMap<u64, Bucket<K>>,
+    origin: Instant,
+    /// The live `(ready, seq)` of each waiting key; entries that disagree are stale.
     live: Map<K, (Instant, u64)>,
     next_seq: u64,
     /// The deadline the timer task sleeps until, `None` when it sleeps without one.
     armed: Option<Instant>,
+}
+
+impl<K> Timers<K> {
+    fn insert(&mut self, entry: Waiting<K>) {
+        let tick = u64::try_from((entry.ready - self.origin).as_millis()).unwrap_or(u64::MAX);
+        let bucket = self.buckets.entry(tick).or_insert_with(|| Bucket {
+            entries: Vec::new(),
+            sorted: true,
+        });
+        bucket.sorted = bucket.sorted && bucket.entries.is_empty();
+        bucket.entries.push(entry);
+    }
 }
 
 struct Shared<K: Key> {
@@ -80,20 +84,39 @@ impl<K: Key> Shared<K> {
         let now = Instant::now();
         let mut due = Vec::new();
         let next = {
-            let mut timers = self.lock();
-            while let Some(first) = timers.heap.peek() {
-                if first.ready > now {
-                    break;
+            let mut guard = self.lock();
+            let timers = &mut *guard;
+            let next = loop {
+                let Some(mut first) = timers.buckets.first_entry() else {
+                    break None;
+                };
+                let bucket = first.get_mut();
+                if !bucket.sorted {
+                    bucket
+                        .entries
+                        .sort_unstable_by(|a, b| (b.ready, b.seq).cmp(&(a.ready, a.seq)));
+                    bucket.sorted = true;
                 }
-                let Waiting { ready, seq, key } = timers.heap.pop().expect("peeked");
-                if let Entry::Occupied(live) = timers.live.entry(key)
-                    && *live.get() == (ready, seq)
-                {
-                    due.push(live.remove_entry().0);
+                while let Some(entry) = bucket.entries.last() {
+                    if entry.ready > now {
+                        break;
+                    }
+                    let Waiting { ready, seq, key } = bucket.entries.pop().expect("last");
+                    if let Entry::Occupied(live) = timers.live.entry(key)
+                        && *live.get() == (ready, seq)
+                    {
+                        due.push(live.remove_entry().0);
+                    }
                 }
-            }
-            timers.armed = timers.heap.peek().map(|first| first.ready);
-            timers.armed
+                match bucket.entries.last() {
+                    Some(entry) => break Some(entry.ready),
+                    None => {
+                        first.remove();
+                    }
+                }
+            };
+            timers.armed = next;
+            next
         };
         queue.add_all(due);
         next
@@ -169,7 +192,8 @@ impl<K: Key> DelayingQueue<K> {
             ));
             Shared {
                 timers: Mutex::new(Timers {
-                    heap: BinaryHeap::new(),
+                    buckets: BTreeMap::new(),
+                    origin: Instant::now(),
                     live: Map::default(),
                     next_seq: 0,
                     armed: None,
@@ -203,16 +227,13 @@ impl<K: Key> DelayingQueue<K> {
                         return;
                     }
                     live.insert((ready, seq));
-                    timers.heap.push(Waiting {
-                        ready,
-                        seq,
-                        key: live.key().clone(),
-                    });
+                    let key = live.key().clone();
+                    timers.insert(Waiting { ready, seq, key });
                 }
                 Entry::Vacant(vacant) => {
                     let key = vacant.key().clone();
                     vacant.insert((ready, seq));
-                    timers.heap.push(Waiting { ready, seq, key });
+                    timers.insert(Waiting { ready, seq, key });
                 }
             }
             timers.next_seq += 1;
@@ -353,6 +374,39 @@ mod tests {
                 ("d", ms(40))
             ]
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn keys_within_one_millisecond_fire_in_exact_ready_order_and_never_early() {
+        let q = DelayingQueue::new();
+        let start = Instant::now();
+        let us = Duration::from_micros;
+        q.add_after("a", us(10_200));
+        q.add_after("b", us(10_800));
+        tokio::time::advance(us(10_500)).await;
+        // Joins a's and b's bucket and wakes the timer, which fires `a` alone.
+        q.add_after("c", us(100));
+        until_len(&q, 1).await;
+        // Lands in the same, now partially fired, bucket.
+        q.add_after("d", us(50));
+        let mut fired = Vec::new();
+        let ready = [("a", 10_200), ("d", 10_550), ("c", 10_600), ("b", 10_800)];
+        for (want, ready_us) in ready {
+            let key = q.get().await.unwrap();
+            assert!(start.elapsed() >= us(ready_us), "{key} fired early");
+            fired.push(key);
+            assert_eq!(key, want, "fired so far: {fired:?}");
+        }
+    }
+
+    async fn until_len(q: &DelayingQueue<&'static str>, len: usize) {
+        for _ in 0..1000 {
+            if q.len() == len {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+        panic!("queue length never reached {len}: {q:?}");
     }
 
     #[tokio::test(start_paused = true)]
