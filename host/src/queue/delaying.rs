@@ -94,7 +94,7 @@ impl<K: Key> Shared<K> {
                 if !bucket.sorted {
                     bucket
                         .entries
-                        .sort_unstable_by(|a, b| (b.ready, b.seq).cmp(&(a.ready, a.seq)));
+                        .sort_unstable_by_key(|e| std::cmp::Reverse((e.ready, e.seq)));
                     bucket.sorted = true;
                 }
                 while let Some(entry) = bucket.entries.last() {
