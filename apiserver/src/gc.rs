@@ -61,6 +61,21 @@ fn on_removal(cluster: &Cluster, removal: &Removal) {
 
 /// Drops owner references whose owner is gone; deletes the dependent when none remain.
 fn collect_dependent(cluster: &Cluster, table: &Arc<str>, key: &ObjKey) {
+    // Owner lookups take the store lock, so they happen before the mutation.
+    let Some(stored) = cluster.store.get(table, &key.ns, &key.name) else {
+        return;
+    };
+    let Ok(obj) = serde_json::from_slice::<Value>(&stored.bytes) else {
+        return;
+    };
+    let solid_uids: Vec<String> = obj
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|r| owner_exists(cluster, r, &key.ns))
+        .filter_map(|r| r.get("uid").and_then(Value::as_str).map(str::to_string))
+        .collect();
     let _ = cluster.store.mutate(table, &key.ns, &key.name, |cur, _| {
         let Some(mut obj) = cur else {
             return Ok(Mutation::Keep(Value::Null));
@@ -72,7 +87,11 @@ fn collect_dependent(cluster: &Cluster, table: &Arc<str>, key: &ObjKey) {
             .unwrap_or_default();
         let solid: Vec<Value> = refs
             .iter()
-            .filter(|r| owner_exists(cluster, r, &key.ns))
+            .filter(|r| {
+                r.get("uid")
+                    .and_then(Value::as_str)
+                    .is_some_and(|u| solid_uids.iter().any(|s| s == u))
+            })
             .cloned()
             .collect();
         if solid.is_empty() {

@@ -10,27 +10,7 @@ use serde_json::Value;
 use super::{App, Query, Target, json_response, table, wants_table};
 use crate::error::ApiError;
 use crate::resources::Resource;
-use stub::{FieldSelector, LabelSelector};
-mod stub {
-    pub struct LabelSelector;
-    pub struct FieldSelector;
-    impl LabelSelector {
-        pub fn parse(_: &str) -> Result<Self, String> {
-            Ok(LabelSelector)
-        }
-        pub fn matches(&self, _: Option<&serde_json::Map<String, serde_json::Value>>) -> bool {
-            true
-        }
-    }
-    impl FieldSelector {
-        pub fn parse(_: &str) -> Result<Self, String> {
-            Ok(FieldSelector)
-        }
-        pub fn matches(&self, _: &serde_json::Value) -> bool {
-            true
-        }
-    }
-}
+use crate::selector::{FieldSelector, LabelSelector};
 use crate::store::ObjKey;
 
 /// Label and field selectors of a list, watch or deletecollection.

@@ -1,0 +1,349 @@
+//! Object semantics over HTTP: create, update, status subresource, patches, apply, delete with
+//! finalizers, garbage collection, namespaces, errors, CRDs and discovery.
+
+mod common;
+
+use common::{Http, configmap, eventually, rv, server};
+use serde_json::{Value, json};
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+const DEPLOYS: &str = "/apis/apps/v1/namespaces/default/deployments";
+
+fn deployment(name: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}},
+                              "spec": {"containers": [{"name": "web", "image": "nginx:1"},
+                                                      {"name": "side", "image": "busybox:1"}]}}},
+    })
+}
+
+#[tokio::test]
+async fn create_returns_201_with_uid_timestamp_generation_and_a_fresh_version() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let before = s.resource_version();
+    let (code, obj) = h.post(CMS, &configmap("a", json!({}))).await;
+    assert_eq!(code, 201, "{obj}");
+    assert_eq!(obj["metadata"]["generation"], 1);
+    assert_eq!(obj["metadata"]["uid"].as_str().unwrap().len(), 36);
+    assert!(obj["metadata"]["creationTimestamp"].as_str().unwrap().ends_with('Z'));
+    assert!(rv(&obj) > before);
+}
+
+#[tokio::test]
+async fn generate_name_gets_a_random_suffix() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "job-"}});
+    let (code, a) = h.post(CMS, &body).await;
+    let (_, b) = h.post(CMS, &body).await;
+    assert_eq!(code, 201);
+    let (a, b) = (a["metadata"]["name"].as_str().unwrap(), b["metadata"]["name"].as_str().unwrap());
+    assert!(a.starts_with("job-") && a.len() == 9, "{a}");
+    assert_ne!(a, b);
+}
+
+#[tokio::test]
+async fn creating_a_taken_name_is_409_already_exists() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.post(CMS, &configmap("a", json!({}))).await;
+    let (code, status) = h.post(CMS, &configmap("a", json!({}))).await;
+    assert_eq!(code, 409);
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["reason"], "AlreadyExists");
+    assert_eq!(status["code"], 409);
+}
+
+#[tokio::test]
+async fn every_write_gets_a_strictly_greater_resource_version_and_list_reports_the_latest() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let mut last = 0;
+    for i in 0..5 {
+        let (_, obj) = h.post(CMS, &configmap(&format!("c{i}"), json!({}))).await;
+        assert!(rv(&obj) > last);
+        last = rv(&obj);
+    }
+    let (_, lease) = h
+        .post(
+            "/apis/coordination.k8s.io/v1/namespaces/default/leases",
+            &json!({"metadata": {"name": "l"}, "spec": {"holderIdentity": "me"}}),
+        )
+        .await;
+    assert!(rv(&lease) > last, "versions are global across kinds");
+    let (_, list) = h.get(CMS).await;
+    assert_eq!(rv(&list), rv(&lease));
+}
+
+#[tokio::test]
+async fn update_with_a_stale_resource_version_is_409_conflict() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let (_, mut obj) = h.post(CMS, &configmap("a", json!({}))).await;
+    let stale = obj.clone();
+    obj["data"]["k"] = json!("v2");
+    let (code, _) = h.put(&format!("{CMS}/a"), &obj).await;
+    assert_eq!(code, 200);
+    let (code, status) = h.put(&format!("{CMS}/a"), &stale).await;
+    assert_eq!(code, 409);
+    assert_eq!(status["reason"], "Conflict");
+}
+
+#[tokio::test]
+async fn generation_increments_only_when_something_outside_metadata_and_status_changes() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let (_, obj) = h.post(DEPLOYS, &deployment("web")).await;
+    let path = format!("{DEPLOYS}/web");
+    let mut labeled = obj.clone();
+    labeled["metadata"]["labels"] = json!({"x": "y"});
+    let (_, after_label) = h.put(&path, &labeled).await;
+    assert_eq!(after_label["metadata"]["generation"], 1, "metadata change keeps generation");
+    let mut scaled = after_label.clone();
+    scaled["spec"]["replicas"] = json!(3);
+    let (_, after_scale) = h.put(&path, &scaled).await;
+    assert_eq!(after_scale["metadata"]["generation"], 2, "spec change bumps generation");
+}
+
+#[tokio::test]
+async fn main_endpoint_ignores_status_and_status_endpoint_changes_only_status() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let (_, obj) = h.post(DEPLOYS, &deployment("web")).await;
+    let path = format!("{DEPLOYS}/web");
+    let mut with_status = obj.clone();
+    with_status["status"] = json!({"replicas": 7});
+    let (_, after) = h.put(&path, &with_status).await;
+    assert!(after.get("status").is_none_or(|s| s.get("replicas").is_none()), "{after}");
+    let mut status_write = after.clone();
+    status_write["status"] = json!({"replicas": 3});
+    status_write["spec"]["replicas"] = json!(9);
+    let (code, after) = h.put(&format!("{path}/status"), &status_write).await;
+    assert_eq!(code, 200, "{after}");
+    assert_eq!(after["status"]["replicas"], 3);
+    assert_eq!(after["spec"]["replicas"], 1, "status endpoint ignores spec");
+    assert_eq!(after["metadata"]["generation"], 1);
+    let (_, merged) = h
+        .patch(&format!("{path}/status"), "application/merge-patch+json", &json!({"status": {"readyReplicas": 1}}))
+        .await;
+    assert_eq!(merged["status"], json!({"replicas": 3, "readyReplicas": 1}));
+}
+
+#[tokio::test]
+async fn merge_json_and_strategic_patches_change_the_object() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.post(DEPLOYS, &deployment("web")).await;
+    let path = format!("{DEPLOYS}/web");
+    let (code, merged) = h
+        .patch(&path, "application/merge-patch+json", &json!({"metadata": {"labels": {"a": "b"}}}))
+        .await;
+    assert_eq!(code, 200, "{merged}");
+    assert_eq!(merged["metadata"]["labels"]["a"], "b");
+    let (code, jp) = h
+        .patch(&path, "application/json-patch+json", &json!([{"op": "replace", "path": "/spec/replicas", "value": 4}]))
+        .await;
+    assert_eq!(code, 200, "{jp}");
+    assert_eq!(jp["spec"]["replicas"], 4);
+    let (code, smp) = h
+        .patch(
+            &path,
+            "application/strategic-merge-patch+json",
+            &json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "image": "nginx:2"}]}}}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{smp}");
+    let containers = &smp["spec"]["template"]["spec"]["containers"];
+    assert_eq!(containers.as_array().unwrap().len(), 2, "merged by name: {containers}");
+    assert_eq!(containers[0]["image"], "nginx:2");
+    assert_eq!(containers[1]["name"], "side");
+    let (code, failed) = h
+        .patch(&path, "application/json-patch+json", &json!([{"op": "test", "path": "/spec/replicas", "value": 99}]))
+        .await;
+    assert_eq!(code, 422, "{failed}");
+}
+
+#[tokio::test]
+async fn server_side_apply_needs_a_field_manager_and_conflicts_unless_forced() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let applied = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": {"k": "one"}});
+    let ct = "application/apply-patch+yaml";
+    let (code, _) = h.patch(&format!("{CMS}/ssa"), ct, &applied).await;
+    assert_eq!(code, 400, "fieldManager is required");
+    let (code, created) = h.patch(&format!("{CMS}/ssa?fieldManager=alice"), ct, &applied).await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["metadata"]["managedFields"][0]["manager"], "alice");
+    let other = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": {"k": "two"}});
+    let (code, status) = h.patch(&format!("{CMS}/ssa?fieldManager=bob"), ct, &other).await;
+    assert_eq!(code, 409, "{status}");
+    assert_eq!(status["reason"], "Conflict");
+    let (code, forced) = h.patch(&format!("{CMS}/ssa?fieldManager=bob&force=true"), ct, &other).await;
+    assert_eq!(code, 200, "{forced}");
+    assert_eq!(forced["data"]["k"], "two");
+}
+
+#[tokio::test]
+async fn finalizers_keep_a_deleted_object_until_they_are_removed() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let mut cm = configmap("f", json!({}));
+    cm["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    h.post(CMS, &cm).await;
+    let (code, marked) = h.delete(&format!("{CMS}/f")).await;
+    assert_eq!(code, 202, "{marked}");
+    assert!(marked["metadata"]["deletionTimestamp"].is_string());
+    let (code, still) = h.get(&format!("{CMS}/f")).await;
+    assert_eq!(code, 200, "object stays while finalizers remain");
+    let mut released = still.clone();
+    released["metadata"]["finalizers"] = json!([]);
+    h.put(&format!("{CMS}/f"), &released).await;
+    let (code, _) = h.get(&format!("{CMS}/f")).await;
+    assert_eq!(code, 404);
+}
+
+#[tokio::test]
+async fn deleting_an_owner_garbage_collects_its_dependents_in_the_background() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let (_, owner) = h.post(CMS, &configmap("owner", json!({}))).await;
+    let owner_ref = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+                            "uid": owner["metadata"]["uid"], "controller": true}]);
+    for name in ["child-1", "child-2"] {
+        let mut child = configmap(name, json!({}));
+        child["metadata"]["ownerReferences"] = owner_ref.clone();
+        h.post(CMS, &child).await;
+    }
+    let (_, other) = h.post(CMS, &configmap("unrelated", json!({}))).await;
+    assert_eq!(other["metadata"]["name"], "unrelated");
+    h.delete(&format!("{CMS}/owner")).await;
+    eventually("dependents to be collected", || async {
+        let a = h.get(&format!("{CMS}/child-1")).await.0 == 404;
+        let b = h.get(&format!("{CMS}/child-2")).await.0 == 404;
+        (a && b).then_some(())
+    })
+    .await;
+    assert_eq!(h.get(&format!("{CMS}/unrelated")).await.0, 200);
+}
+
+#[tokio::test]
+async fn orphan_propagation_keeps_dependents_and_drops_their_owner_reference() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let (_, owner) = h.post(CMS, &configmap("owner", json!({}))).await;
+    let mut child = configmap("child", json!({}));
+    child["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "ConfigMap",
+        "name": "owner", "uid": owner["metadata"]["uid"]}]);
+    h.post(CMS, &child).await;
+    h.delete(&format!("{CMS}/owner?propagationPolicy=Orphan")).await;
+    let (code, child) = h.get(&format!("{CMS}/child")).await;
+    assert_eq!(code, 200);
+    assert_eq!(child["metadata"]["ownerReferences"], json!([]));
+}
+
+#[tokio::test]
+async fn namespaced_writes_need_an_existing_namespace() {
+    let s = server().await;
+    let h = Http::new(&s);
+    for ns in ["default", "kube-system"] {
+        assert_eq!(h.get(&format!("/api/v1/namespaces/{ns}")).await.0, 200);
+    }
+    let (code, status) = h.post("/api/v1/namespaces/nope/configmaps", &configmap("a", json!({}))).await;
+    assert_eq!(code, 404);
+    assert_eq!(status["details"]["kind"], "namespaces");
+    h.post("/api/v1/namespaces", &json!({"metadata": {"name": "team"}})).await;
+    let (code, _) = h.post("/api/v1/namespaces/team/configmaps", &configmap("a", json!({}))).await;
+    assert_eq!(code, 201);
+}
+
+#[tokio::test]
+async fn deleting_a_namespace_removes_its_contents_then_the_namespace() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.post("/api/v1/namespaces", &json!({"metadata": {"name": "tmp"}})).await;
+    h.post("/api/v1/namespaces/tmp/configmaps", &configmap("a", json!({}))).await;
+    let (code, ns) = h.delete("/api/v1/namespaces/tmp").await;
+    assert!(code == 200 || code == 202, "{ns}");
+    eventually("the namespace to disappear", || async {
+        (h.get("/api/v1/namespaces/tmp").await.0 == 404).then_some(())
+    })
+    .await;
+    assert_eq!(h.get("/api/v1/namespaces/tmp/configmaps/a").await.0, 404);
+}
+
+#[tokio::test]
+async fn errors_are_status_bodies_with_reason_and_code() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let (code, st) = h.get(&format!("{CMS}/missing")).await;
+    assert_eq!((code, st["reason"].as_str()), (404, Some("NotFound")));
+    assert_eq!(st["details"]["name"], "missing");
+    let (code, st) = h.put(CMS, &configmap("x", json!({}))).await;
+    assert_eq!((code, st["reason"].as_str()), (405, Some("MethodNotAllowed")));
+    let (code, st) = h.post(CMS, &configmap("Bad_Name", json!({}))).await;
+    assert_eq!((code, st["reason"].as_str()), (422, Some("Invalid")));
+    let (code, st) = h.get("/apis/nothing.example.com/v1/things").await;
+    assert_eq!((code, st["reason"].as_str()), (404, Some("NotFound")));
+    assert_eq!(st["kind"], "Status");
+}
+
+#[tokio::test]
+async fn a_crd_serves_its_kind_with_discovery_until_it_is_deleted() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                               "subresources": {"status": {}},
+                               "schema": {"openAPIV3Schema": {"type": "object"}}}]},
+    });
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    assert_eq!(h.get(widgets).await.0, 404);
+    let (code, created) = h.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", &crd).await;
+    assert_eq!(code, 201, "{created}");
+    let (_, groups) = h.get("/apis").await;
+    assert!(groups["groups"].as_array().unwrap().iter().any(|g| g["name"] == "example.com"));
+    let (_, resources) = h.get("/apis/example.com/v1").await;
+    assert_eq!(resources["resources"][0]["name"], "widgets");
+    let (code, w) = h
+        .post(widgets, &json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 1}}))
+        .await;
+    assert_eq!(code, 201, "{w}");
+    let (code, _) = h
+        .patch(&format!("{widgets}/w"), "application/strategic-merge-patch+json", &json!({"spec": {"size": 2}}))
+        .await;
+    assert_eq!(code, 415, "custom resources take no strategic merge patch");
+    h.delete("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com").await;
+    eventually("the kind to stop being served", || async {
+        (h.get(widgets).await.0 == 404).then_some(())
+    })
+    .await;
+    let (_, groups) = h.get("/apis").await;
+    assert!(!groups["groups"].as_array().unwrap().iter().any(|g| g["name"] == "example.com"));
+}
+
+#[tokio::test]
+async fn discovery_lists_the_built_ins_with_their_scope() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let (_, core) = h.get("/api/v1").await;
+    let find = |list: &Value, name: &str| {
+        list["resources"].as_array().unwrap().iter().find(|r| r["name"] == name).cloned().unwrap()
+    };
+    assert_eq!(find(&core, "namespaces")["namespaced"], false);
+    assert_eq!(find(&core, "pods")["namespaced"], true);
+    assert_eq!(find(&core, "pods/status")["kind"], "Pod");
+    let (_, coord) = h.get("/apis/coordination.k8s.io/v1").await;
+    assert_eq!(find(&coord, "leases")["namespaced"], true);
+    let (_, version) = h.get("/version").await;
+    assert_eq!(version["major"], "1");
+    let (_, api) = h.get("/api").await;
+    assert_eq!(api["versions"], json!(["v1"]));
+}
