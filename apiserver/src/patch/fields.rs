@@ -134,6 +134,11 @@ impl FieldSet {
         self.children.get(element)
     }
 
+    /// Puts this node itself in the set.
+    pub(crate) fn make_member(&mut self) {
+        self.member = true;
+    }
+
     /// Whether this node is itself in the set.
     pub(crate) fn is_member(&self) -> bool {
         self.member
@@ -146,8 +151,16 @@ impl FieldSet {
 
     /// Attaches `child` under `element` unless it is empty (merging with an existing child).
     pub(crate) fn attach(&mut self, element: String, child: FieldSet) {
-        if !child.is_empty() {
-            self.children.entry(element).or_default().union_with(&child);
+        if child.is_empty() {
+            return;
+        }
+        match self.children.entry(element) {
+            std::collections::btree_map::Entry::Vacant(entry) => {
+                entry.insert(child);
+            }
+            std::collections::btree_map::Entry::Occupied(mut entry) => {
+                entry.get_mut().union_with(&child);
+            }
         }
     }
 

@@ -110,18 +110,9 @@ impl Walker {
         set
     }
 
-    /// Every path of a value, the value's own node included (what an update adds).
+    /// Every path of a value, the value's own node included (what an update adds): unlike
+    /// [`Walker::applied_set`], maps are members too, except the root and `metadata`.
     fn full_set<'a>(&self, value: &'a Value, path: &mut Vec<&'a str>) -> FieldSet {
-        let mut set = self.applied_set(value, path);
-        // Below the root and `metadata`, the maps an update creates are owned as members.
-        set.union_with(&self.map_members(value, path));
-        if path.as_slice() != ["metadata"] {
-            set.union_with(&FieldSet::leaf());
-        }
-        set
-    }
-
-    fn map_members<'a>(&self, value: &'a Value, path: &mut Vec<&'a str>) -> FieldSet {
         let mut set = FieldSet::new();
         match self.shape(value, path) {
             Shape::Map(map) => {
@@ -130,20 +121,24 @@ impl Walker {
                         continue;
                     }
                     path.push(name);
-                    let mut child_set = self.map_members(child, path);
-                    if child.is_object() && !(path.len() == 1 && name == "metadata") {
-                        child_set.union_with(&FieldSet::leaf());
-                    }
-                    set.attach(field_element(name), child_set);
+                    set.attach(field_element(name), self.full_set(child, path));
                     path.pop();
                 }
             }
             Shape::Keyed(items) => {
                 for (element, item) in items {
-                    set.attach(element, self.map_members(item, path));
+                    set.attach(element, self.full_set(item, path));
                 }
             }
-            Shape::Set(_) | Shape::Atomic => {}
+            Shape::Set(items) => {
+                for item in items {
+                    set.attach(value_element(item), FieldSet::leaf());
+                }
+            }
+            Shape::Atomic => {}
+        }
+        if path.len() > 1 || path.first().is_some_and(|name| *name != "metadata") {
+            set.make_member();
         }
         set
     }
