@@ -224,6 +224,17 @@ pub enum ApplyError {
     },
 }
 
+impl ApplyError {
+    /// The HTTP status code a Kubernetes API server answers this error with: 409 for
+    /// [`ApplyError::Conflict`], 400 otherwise.
+    pub fn status_code(&self) -> u16 {
+        match self {
+            ApplyError::Conflict { .. } => 409,
+            _ => 400,
+        }
+    }
+}
+
 /// One `metadata.managedFields` entry.
 #[derive(Debug, Clone)]
 struct Entry {
@@ -605,6 +616,18 @@ mod tests {
             conflicts(error),
             vec![("a".into(), ".spec.replicas".into())]
         );
+    }
+
+    #[test]
+    fn conflicts_are_409_and_other_apply_errors_400() {
+        let live = apply(None, &deployment(json!({"replicas": 1})), &request("a")).unwrap();
+        let conflict = apply(
+            Some(&live),
+            &deployment(json!({"replicas": 2})),
+            &request("b"),
+        );
+        assert_eq!(conflict.unwrap_err().status_code(), 409);
+        assert_eq!(ApplyError::MissingFieldManager.status_code(), 400);
     }
 
     #[test]

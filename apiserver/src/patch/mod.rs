@@ -17,12 +17,14 @@
 //!
 //! # Errors
 //!
-//! The three patch functions fail with [`PatchError`]: a malformed patch document or a failing
-//! JSON patch operation maps to `422 Invalid` (real servers use 422 for a failing `test` and 400
-//! or 422 for malformed documents), [`PatchError::UnsupportedForKind`] to
-//! `415 UnsupportedMediaType`. [`apply`] fails with [`ApplyError`]: [`ApplyError::Conflict`] maps
-//! to `409 Conflict` with `FieldManagerConflict` causes (see [`FieldConflict::status_cause`]),
-//! everything else to `400 BadRequest`.
+//! The three patch functions fail with [`PatchError`], whose [`PatchError::status_code`] is the
+//! HTTP status a real API server answers: `400 BadRequest` for a malformed patch document,
+//! `422 Invalid` for a well-formed one that cannot be applied (a failing JSON patch operation, a
+//! list element without its merge key), `415 UnsupportedMediaType` for
+//! [`PatchError::UnsupportedForKind`]. [`apply`] fails with [`ApplyError`]:
+//! [`ApplyError::Conflict`] is `409 Conflict` with `FieldManagerConflict` causes (see
+//! [`FieldConflict::status_cause`]), everything else `400 BadRequest`
+//! ([`ApplyError::status_code`]).
 
 mod apply;
 mod fields;
@@ -110,6 +112,22 @@ pub enum PatchError {
     },
 }
 
+impl PatchError {
+    /// The HTTP status code a Kubernetes API server answers this error with: 400 for malformed
+    /// patch documents, 422 (`reason: Invalid`) for patches that cannot be applied, 415 for
+    /// [`PatchError::UnsupportedForKind`].
+    pub fn status_code(&self) -> u16 {
+        match self {
+            PatchError::JsonPatchNotAnArray { .. }
+            | PatchError::InvalidJsonPatchOperation { .. }
+            | PatchError::PatchNotAnObject { .. }
+            | PatchError::InvalidDirective { .. } => 400,
+            PatchError::JsonPatchFailed { .. } | PatchError::MissingMergeKey { .. } => 422,
+            PatchError::UnsupportedForKind { .. } => 415,
+        }
+    }
+}
+
 /// The JSON type name of a value, for error messages.
 pub(crate) fn type_name(value: &serde_json::Value) -> &'static str {
     match value {
@@ -119,5 +137,32 @@ pub(crate) fn type_name(value: &serde_json::Value) -> &'static str {
         serde_json::Value::String(_) => "string",
         serde_json::Value::Array(_) => "array",
         serde_json::Value::Object(_) => "object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn patch_errors_carry_the_status_code_kubernetes_answers() {
+        let mut target = json!({"a": 1});
+        let failed = json_patch(
+            &mut target,
+            &json!([{"op": "test", "path": "/a", "value": 2}]),
+        );
+        assert_eq!(failed.unwrap_err().status_code(), 422);
+        let malformed = json_patch(&mut target, &json!({"op": "add"}));
+        assert_eq!(malformed.unwrap_err().status_code(), 400);
+        let custom = strategic_merge_patch(&mut target, &json!({}), "example.com/v1", "Widget");
+        assert_eq!(custom.unwrap_err().status_code(), 415);
+        let keyless = strategic_merge_patch(
+            &mut target,
+            &json!({"spec": {"containers": [{"image": "x"}]}}),
+            "v1",
+            "Pod",
+        );
+        assert_eq!(keyless.unwrap_err().status_code(), 422);
     }
 }
