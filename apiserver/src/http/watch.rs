@@ -136,6 +136,7 @@ pub(super) fn watch(
             }
         };
         let mut last_rv = start_rv;
+        let mut told_rv = start_rv;
         for (key, bytes) in initial.into_iter().flatten() {
             if matches(&key.ns, &bytes) && tx.send(encoder.event("ADDED", &bytes)).await.is_err() {
                 return;
@@ -146,8 +147,10 @@ pub(super) fn watch(
         }
         for e in replay {
             last_rv = e.rv;
-            if !deliver(&tx, &mut encoder, &table_name, &e, &matches).await {
-                return;
+            match deliver(&tx, &mut encoder, &table_name, &e, &matches).await {
+                None => return,
+                Some(true) => told_rv = e.rv,
+                Some(false) => {}
             }
         }
         let deadline = tokio::time::sleep(timeout);
@@ -169,9 +172,9 @@ pub(super) fn watch(
                 }
                 _ = ticker.tick(), if bookmarks => {
                     if let Some(rv) = store.bookmark_rv(&events)
-                        && rv > last_rv
+                        && rv > told_rv
                     {
-                        last_rv = rv;
+                        told_rv = rv;
                         if tx.send(encoder.bookmark(rv, false)).await.is_err() {
                             break;
                         }
@@ -180,8 +183,10 @@ pub(super) fn watch(
                 received = events.recv() => match received {
                     Ok(e) => {
                         last_rv = e.rv;
-                        if !deliver(&tx, &mut encoder, &table_name, &e, &matches).await {
-                            break;
+                        match deliver(&tx, &mut encoder, &table_name, &e, &matches).await {
+                            None => break,
+                            Some(true) => told_rv = e.rv,
+                            Some(false) => {}
                         }
                     }
                     Err(broadcast::error::RecvError::Lagged(n)) => {
@@ -207,14 +212,14 @@ async fn deliver(
     table: &Arc<str>,
     e: &Event,
     matches: &impl Fn(&str, &Bytes) -> bool,
-) -> bool {
+) -> Option<bool> {
     if *e.table != **table || !matches(&e.ns, &e.bytes) {
-        return true;
+        return Some(false);
     }
     let kind = match e.kind {
         EventType::Added => "ADDED",
         EventType::Modified => "MODIFIED",
         EventType::Deleted => "DELETED",
     };
-    tx.send(encoder.event(kind, &e.bytes)).await.is_ok()
+    tx.send(encoder.event(kind, &e.bytes)).await.ok().map(|()| true)
 }

@@ -161,3 +161,23 @@ pub fn rv(obj: &Value) -> u64 {
         .parse()
         .expect("numeric resourceVersion")
 }
+
+/// A GET over a plain TCP connection (no client-side retries): status code and raw response.
+pub async fn raw_get(base_url: &str, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = base_url.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(req.as_bytes()).await.expect("write");
+    let mut out = String::new();
+    tokio::time::timeout(WAIT, stream.read_to_string(&mut out))
+        .await
+        .expect("response within the wait bound")
+        .expect("read");
+    let code = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("status line");
+    (code, out)
+}
