@@ -3,7 +3,9 @@
 use std::collections::VecDeque;
 use std::collections::hash_map::Entry;
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -99,9 +101,7 @@ impl<K: Key> Default for Queue<K> {
 
 impl<K: Key> Inner<K> {
     fn lock(&self) -> MutexGuard<'_, State<K>> {
-        // Nothing in a critical section panics except a key's own Hash/Eq; the state stays
-        // consistent even then, so a poisoned lock is safe to keep using.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.lock()
     }
 
     fn now(&self) -> Option<Instant> {

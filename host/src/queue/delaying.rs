@@ -4,9 +4,10 @@ use std::collections::BTreeMap;
 use std::collections::hash_map::Entry;
 use std::fmt;
 use std::ops::Deref;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
@@ -76,7 +77,7 @@ impl<K: Key> Drop for Shared<K> {
 
 impl<K: Key> Shared<K> {
     fn lock(&self) -> MutexGuard<'_, Timers<K>> {
-        self.timers.lock().unwrap_or_else(PoisonError::into_inner)
+        self.timers.lock()
     }
 
     /// Moves every due key into `queue` in ready-time order; returns the next deadline.

@@ -1,7 +1,8 @@
 //! Rate limiters deciding how long a failed key waits before it is retried (SEMANTICS rule 10).
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
+
+use parking_lot::Mutex;
 
 use tokio::time::Instant;
 
@@ -29,10 +30,6 @@ pub enum LimiterError {
     /// The token bucket holds no tokens, so no call could ever pass.
     #[error("token bucket burst must be at least 1")]
     ZeroBurst,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Per-key exponential backoff: `base * 2^failures`, capped at `max`, never overflowing.
@@ -69,7 +66,7 @@ impl<K: Key> ItemExponential<K> {
 impl<K: Key> RateLimiter<K> for ItemExponential<K> {
     fn when(&self, key: &K) -> Duration {
         let exponent = {
-            let mut failures = lock(&self.failures);
+            let mut failures = self.failures.lock();
             // Look up before inserting so a known key is not cloned.
             if let Some(count) = failures.get_mut(key) {
                 let exponent = *count;
@@ -84,11 +81,11 @@ impl<K: Key> RateLimiter<K> for ItemExponential<K> {
     }
 
     fn forget(&self, key: &K) {
-        lock(&self.failures).remove(key);
+        self.failures.lock().remove(key);
     }
 
     fn num_requeues(&self, key: &K) -> u32 {
-        lock(&self.failures).get(key).copied().unwrap_or(0)
+        self.failures.lock().get(key).copied().unwrap_or(0)
     }
 }
 
@@ -130,7 +127,7 @@ impl TokenBucket {
 impl<K> RateLimiter<K> for TokenBucket {
     fn when(&self, _key: &K) -> Duration {
         let now = Instant::now();
-        let mut tat = lock(&self.tat);
+        let mut tat = self.tat.lock();
         let arrival = tat.map_or(now, |tat| tat.max(now));
         *tat = Some(arrival + self.interval);
         arrival
@@ -169,7 +166,7 @@ impl<K: Key> FastSlow<K> {
 
 impl<K: Key> RateLimiter<K> for FastSlow<K> {
     fn when(&self, key: &K) -> Duration {
-        let mut failures = lock(&self.failures);
+        let mut failures = self.failures.lock();
         let count = failures.entry(key.clone()).or_insert(0);
         *count = count.saturating_add(1);
         if *count <= self.max_fast {
@@ -180,11 +177,11 @@ impl<K: Key> RateLimiter<K> for FastSlow<K> {
     }
 
     fn forget(&self, key: &K) {
-        lock(&self.failures).remove(key);
+        self.failures.lock().remove(key);
     }
 
     fn num_requeues(&self, key: &K) -> u32 {
-        lock(&self.failures).get(key).copied().unwrap_or(0)
+        self.failures.lock().get(key).copied().unwrap_or(0)
     }
 }
 
