@@ -836,9 +836,11 @@ mod tests {
         ) {
             let object_labels: Map<String, Value> =
                 present.map(|v| (key.clone(), Value::from(v))).into_iter().collect();
-            let equals = LabelSelector { requirements: vec![Requirement::Equals(key.clone(), value.clone())] };
-            let not_equals = LabelSelector { requirements: vec![Requirement::NotEquals(key, value)] };
-            prop_assert_ne!(equals.matches(Some(&object_labels)), not_equals.matches(Some(&object_labels)));
+            let selector = |r: Requirement| LabelSelector { requirements: vec![r] };
+            let equals = selector(Requirement::Equals(key.clone(), value.clone()));
+            let not_equals = selector(Requirement::NotEquals(key, value));
+            let labels = Some(&object_labels);
+            prop_assert_ne!(equals.matches(labels), not_equals.matches(labels));
         }
     }
 }

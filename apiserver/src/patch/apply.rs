@@ -31,10 +31,11 @@
 //!    (`patch/schema.rs`): keyed lists such as containers (`name`), container and Service ports
 //!    (`containerPort`/`port` + `protocol`, defaulting to `TCP`), env (`name`), volumeMounts
 //!    (`mountPath`), volumes (`name`), conditions (`type`), ownerReferences (`uid`); set lists
-//!    (`metadata.finalizers`); atomic maps (workload `spec.selector`). Every other list is
-//!    atomic and every other map granular. Custom resources are handled the same way with only
-//!    the `metadata` rules: the CRD's `x-kubernetes-list-type`, `x-kubernetes-list-map-keys`
-//!    and `x-kubernetes-map-type` are not read, so a CR's lists are always atomic.
+//!    (`metadata.finalizers`); atomic maps (workload and Service `spec.selector`). Every other
+//!    list is atomic and every other map granular. Custom resources are handled the same way
+//!    with only the `metadata` rules: the CRD's `x-kubernetes-list-type`,
+//!    `x-kubernetes-list-map-keys` and `x-kubernetes-map-type` are not read, so a CR's lists
+//!    are always atomic.
 //! 2. **No defaulting, conversion or validation.** The applied configuration is merged as sent;
 //!    the server does not fill defaults before computing ownership, except the `protocol: TCP`
 //!    default of port list keys. Entries are never converted between API versions: an entry's

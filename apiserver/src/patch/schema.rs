@@ -74,6 +74,10 @@ const VOLUME_MOUNTS: ListType = ListType::Map {
     merge_key: "mountPath",
     keys: &[key("mountPath")],
 };
+const SERVICE_PORTS: ListType = ListType::Map {
+    merge_key: "port",
+    keys: &[key("port"), PROTOCOL],
+};
 const VOLUME_DEVICES: ListType = ListType::Map {
     merge_key: "devicePath",
     keys: &[key("devicePath")],
@@ -91,94 +95,52 @@ pub(crate) struct Schema {
 }
 
 const WORKLOAD_TEMPLATE: &[&str] = &["spec", "template", "spec"];
+const CRON_JOB_TEMPLATE: &[&str] = &["spec", "jobTemplate", "spec", "template", "spec"];
 const CONDITIONS: &[(&str, ListType)] = &[("status.conditions", TYPE)];
+const POD_LISTS: &[(&str, ListType)] = &[
+    ("status.conditions", TYPE),
+    ("status.podIPs", IP),
+    ("status.hostIPs", IP),
+];
+const SERVICE_LISTS: &[(&str, ListType)] =
+    &[("spec.ports", SERVICE_PORTS), ("status.conditions", TYPE)];
+const SELECTOR: &[&str] = &["spec.selector"];
+const CRON_JOB_SELECTOR: &[&str] = &["spec.jobTemplate.spec.selector"];
 
 /// Built-in kinds by (API group, kind).
+#[rustfmt::skip]
 const BUILTIN: &[(&str, &str, Schema)] = &[
-    (
-        "",
-        "Pod",
-        Schema {
-            pod_spec: Some(&["spec"]),
-            lists: &[
-                ("status.conditions", TYPE),
-                ("status.podIPs", IP),
-                ("status.hostIPs", IP),
-            ],
-            atomic_maps: &[],
-        },
-    ),
-    (
-        "",
-        "Service",
-        Schema {
-            pod_spec: None,
-            lists: &[
-                (
-                    "spec.ports",
-                    ListType::Map {
-                        merge_key: "port",
-                        keys: &[key("port"), PROTOCOL],
-                    },
-                ),
-                ("status.conditions", TYPE),
-            ],
-            atomic_maps: &[],
-        },
-    ),
-    (
-        "",
-        "ServiceAccount",
-        Schema {
-            pod_spec: None,
-            lists: &[("secrets", NAME)],
-            atomic_maps: &[],
-        },
-    ),
-    ("", "Namespace", Schema::plain(CONDITIONS)),
-    ("", "ConfigMap", Schema::plain(&[])),
-    ("", "Secret", Schema::plain(&[])),
-    ("", "Event", Schema::plain(&[])),
-    ("", "Endpoints", Schema::plain(&[])),
-    ("", "Node", Schema::plain(CONDITIONS)),
-    ("", "PersistentVolumeClaim", Schema::plain(CONDITIONS)),
-    ("events.k8s.io", "Event", Schema::plain(&[])),
-    ("coordination.k8s.io", "Lease", Schema::plain(&[])),
-    (
-        "apiextensions.k8s.io",
-        "CustomResourceDefinition",
-        Schema::plain(CONDITIONS),
-    ),
-    ("apps", "Deployment", Schema::workload(WORKLOAD_TEMPLATE)),
-    ("apps", "ReplicaSet", Schema::workload(WORKLOAD_TEMPLATE)),
-    ("apps", "StatefulSet", Schema::workload(WORKLOAD_TEMPLATE)),
-    ("apps", "DaemonSet", Schema::workload(WORKLOAD_TEMPLATE)),
-    ("batch", "Job", Schema::workload(WORKLOAD_TEMPLATE)),
-    (
-        "batch",
-        "CronJob",
-        Schema {
-            pod_spec: Some(&["spec", "jobTemplate", "spec", "template", "spec"]),
-            lists: &[],
-            atomic_maps: &["spec.jobTemplate.spec.selector"],
-        },
-    ),
+    ("", "Pod", Schema::new(Some(&["spec"]), POD_LISTS, &[])),
+    ("", "Service", Schema::new(None, SERVICE_LISTS, SELECTOR)),
+    ("", "ServiceAccount", Schema::new(None, &[("secrets", NAME)], &[])),
+    ("", "Namespace", Schema::new(None, CONDITIONS, &[])),
+    ("", "ConfigMap", Schema::new(None, &[], &[])),
+    ("", "Secret", Schema::new(None, &[], &[])),
+    ("", "Event", Schema::new(None, &[], &[])),
+    ("", "Endpoints", Schema::new(None, &[], &[])),
+    ("", "Node", Schema::new(None, CONDITIONS, &[])),
+    ("", "PersistentVolumeClaim", Schema::new(None, CONDITIONS, &[])),
+    ("events.k8s.io", "Event", Schema::new(None, &[], &[])),
+    ("coordination.k8s.io", "Lease", Schema::new(None, &[], &[])),
+    ("apiextensions.k8s.io", "CustomResourceDefinition", Schema::new(None, CONDITIONS, &[])),
+    ("apps", "Deployment", Schema::new(Some(WORKLOAD_TEMPLATE), CONDITIONS, SELECTOR)),
+    ("apps", "ReplicaSet", Schema::new(Some(WORKLOAD_TEMPLATE), CONDITIONS, SELECTOR)),
+    ("apps", "StatefulSet", Schema::new(Some(WORKLOAD_TEMPLATE), CONDITIONS, SELECTOR)),
+    ("apps", "DaemonSet", Schema::new(Some(WORKLOAD_TEMPLATE), CONDITIONS, SELECTOR)),
+    ("batch", "Job", Schema::new(Some(WORKLOAD_TEMPLATE), CONDITIONS, SELECTOR)),
+    ("batch", "CronJob", Schema::new(Some(CRON_JOB_TEMPLATE), &[], CRON_JOB_SELECTOR)),
 ];
 
 impl Schema {
-    const fn plain(lists: &'static [(&'static str, ListType)]) -> Self {
+    const fn new(
+        pod_spec: Option<&'static [&'static str]>,
+        lists: &'static [(&'static str, ListType)],
+        atomic_maps: &'static [&'static str],
+    ) -> Self {
         Schema {
-            pod_spec: None,
+            pod_spec,
             lists,
-            atomic_maps: &[],
-        }
-    }
-
-    const fn workload(pod_spec: &'static [&'static str]) -> Self {
-        Schema {
-            pod_spec: Some(pod_spec),
-            lists: CONDITIONS,
-            atomic_maps: &["spec.selector"],
+            atomic_maps,
         }
     }
 
@@ -197,11 +159,7 @@ impl Schema {
     /// The schema of any kind: built-in kinds get their table, other kinds only the `metadata`
     /// rules every object shares.
     pub fn for_kind(api_version: &str, kind: &str) -> Self {
-        Self::builtin(api_version, kind).unwrap_or(Schema {
-            pod_spec: None,
-            lists: &[],
-            atomic_maps: &[],
-        })
+        Self::builtin(api_version, kind).unwrap_or(Schema::new(None, &[], &[]))
     }
 
     /// How the list at `path` (field names from the object root, list positions skipped) merges.
@@ -312,6 +270,13 @@ mod tests {
             schema.list_type(&["spec", "template", "metadata", "finalizers"]),
             ListType::Set
         );
+    }
+
+    #[test]
+    fn service_selector_is_an_atomic_map_and_ports_merge_by_port() {
+        let schema = Schema::for_kind("v1", "Service");
+        assert!(schema.is_atomic_map(&["spec", "selector"]));
+        assert_eq!(schema.list_type(&["spec", "ports"]), SERVICE_PORTS);
     }
 
     #[test]
