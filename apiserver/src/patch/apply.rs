@@ -35,7 +35,8 @@
 //!    list is atomic and every other map granular. Custom resources are handled the same way
 //!    with only the `metadata` rules: the CRD's `x-kubernetes-list-type`,
 //!    `x-kubernetes-list-map-keys` and `x-kubernetes-map-type` are not read, so a CR's lists
-//!    are always atomic.
+//!    are always atomic, and a nested map of a CR is never owned as a node itself (Kubernetes
+//!    owns the entries of a schemaless map as nodes: `f:spec: {".": {}, ...}`).
 //! 2. **No defaulting, conversion or validation.** The applied configuration is merged as sent;
 //!    the server does not fill defaults before computing ownership, except the `protocol: TCP`
 //!    default of port list keys. Entries are never converted between API versions: an entry's
@@ -50,15 +51,17 @@
 //!    entry owns (the same rule as Kubernetes). A field applied with the value it already has
 //!    becomes shared without conflict. Type changes between a scalar and a map report the
 //!    changed node only, not the other manager's fields beneath it.
-//! 6. **Removal.** A field this manager applied before and omits now is removed unless another
+//! 6. **Order.** Merged keyed and set lists keep the live order and get new elements appended;
+//!    Kubernetes orders a list like the applied configuration when the apply changes it.
+//! 7. **Removal.** A field this manager applied before and omits now is removed unless another
 //!    entry owns it or anything beneath it; in that case only the parts nobody else owns are
 //!    removed. Maps and lists emptied by that removal are removed too (Kubernetes drops them
 //!    for built-in kinds when it serializes, but keeps them in custom resources).
-//! 7. **User-supplied `managedFields`.** [`apply`] ignores `metadata.managedFields` in the
+//! 8. **User-supplied `managedFields`.** [`apply`] ignores `metadata.managedFields` in the
 //!    applied configuration (Kubernetes rejects it). [`record_update`] takes the new object's
 //!    `managedFields` when present and different from the old object's (so a client can reset
 //!    them, e.g. to `[]`), like Kubernetes, but does not validate them.
-//! 8. **Server-owned metadata** (`uid`, `resourceVersion`, `generation`, timestamps) in the
+//! 9. **Server-owned metadata** (`uid`, `resourceVersion`, `generation`, timestamps) in the
 //!    applied configuration is ignored; the server must check a `resourceVersion` precondition
 //!    itself if it wants one.
 //!
@@ -671,10 +674,11 @@ mod tests {
         let second = config_map(json!({"labels": {"x": "1"}}), json!({}));
         let next = apply(Some(&live), &second, &cm_request("m")).unwrap();
         assert_eq!(next["metadata"]["labels"], json!({"x": "1"}));
-        assert_eq!(next["data"], json!({}));
+        // `data: {}` owns nothing, and the map emptied by removing `a` goes.
+        assert_eq!(next.get("data"), None);
         assert_eq!(
             fields_of(&next, "m", "Apply").unwrap(),
-            json!({"f:data": {}, "f:metadata": {"f:labels": {"f:x": {}}}})
+            json!({"f:metadata": {"f:labels": {"f:x": {}}}})
         );
     }
 
@@ -851,7 +855,7 @@ mod tests {
         );
         assert_eq!(
             fields_of(&both, "b", "Apply").unwrap(),
-            json!({"f:data": {}, "f:metadata": {"f:finalizers": {"v:\"example.com/b\"": {}}}})
+            json!({"f:metadata": {"f:finalizers": {"v:\"example.com/b\"": {}}}})
         );
         let dropped = apply(
             Some(&both),

@@ -69,8 +69,9 @@ impl Walker {
         }
     }
 
-    /// The fields an applied configuration sets: leaves, atomic values and keyed list elements
-    /// (Kubernetes' `ToFieldSet`). Maps and lists with content are not members themselves.
+    /// The fields an applied configuration sets: leaves, atomic values and the elements of keyed
+    /// and set lists (Kubernetes' `ToFieldSet`). Granular maps and non-atomic lists are not
+    /// members themselves, so an empty one sets nothing.
     pub(crate) fn applied_set<'a>(&self, value: &'a Value, path: &mut Vec<&'a str>) -> FieldSet {
         let mut set = FieldSet::new();
         match self.shape(value, path) {
@@ -83,9 +84,6 @@ impl Walker {
                     set.attach(field_element(name), self.applied_set(child, path));
                     path.pop();
                 }
-                if map.is_empty() {
-                    set = FieldSet::leaf();
-                }
             }
             Shape::Keyed(items) => {
                 for (element, item) in &items {
@@ -93,16 +91,10 @@ impl Walker {
                     item_set.union_with(&FieldSet::leaf());
                     set.attach(element.clone(), item_set);
                 }
-                if items.is_empty() {
-                    set = FieldSet::leaf();
-                }
             }
             Shape::Set(items) => {
                 for item in items {
                     set.attach(value_element(item), FieldSet::leaf());
-                }
-                if items.is_empty() {
-                    set = FieldSet::leaf();
                 }
             }
             Shape::Atomic => set = FieldSet::leaf(),
@@ -443,21 +435,21 @@ mod tests {
     }
 
     #[test]
-    fn applied_set_owns_leaves_and_elements_but_not_maps() {
+    fn applied_set_owns_leaves_atomic_lists_and_elements_but_no_maps() {
         let config = json!({
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": "p", "uid": "u", "labels": {"a": "b"}},
-            "spec": {"containers": [{"name": "web"}], "nodeSelector": {}}
+            "spec": {"containers": [{"name": "web"}], "nodeSelector": {}, "args": []}
         });
         let set = walker("v1", "Pod").applied_set(&config, &mut vec![]);
         assert_eq!(
             paths(&set),
             vec![
                 ".metadata.labels.a",
+                ".spec.args",
                 r#".spec.containers[name="web"]"#,
                 r#".spec.containers[name="web"].name"#,
-                ".spec.nodeSelector"
             ]
         );
     }
