@@ -1,15 +1,15 @@
 //! The patch algorithms of the API server: JSON merge patch, JSON patch, strategic merge patch and
 //! server-side apply, as pure functions over `serde_json::Value`.
 //!
-//! | request `Content-Type`                 | function                   |
-//! |----------------------------------------|----------------------------|
-//! | `application/merge-patch+json`         | [`merge_patch`]            |
-//! | `application/json-patch+json`          | [`json_patch`]             |
-//! | `application/strategic-merge-patch+json` | [`strategic_merge_patch`] |
-//! | `application/apply-patch+yaml`         | [`apply`]                  |
+//! | request `Content-Type`                   | function                    |
+//! |------------------------------------------|-----------------------------|
+//! | `application/merge-patch+json`           | [`merge_patch()`]           |
+//! | `application/json-patch+json`            | [`json_patch()`]            |
+//! | `application/strategic-merge-patch+json` | [`strategic_merge_patch()`] |
+//! | `application/apply-patch+yaml`           | [`apply()`]                 |
 //!
 //! PUT and the three non-apply patch types record the fields they changed with
-//! [`record_update`], so that a later [`apply`] by another manager conflicts with them as it
+//! [`record_update`], so that a later [`apply()`] by another manager conflicts with them as it
 //! would on a real API server.
 //!
 //! Nothing here touches storage, versions or HTTP: the caller decodes the body, loads the live
@@ -21,7 +21,7 @@
 //! HTTP status a real API server answers: `400 BadRequest` for a malformed patch document,
 //! `422 Invalid` for a well-formed one that cannot be applied (a failing JSON patch operation, a
 //! list element without its merge key), `415 UnsupportedMediaType` for
-//! [`PatchError::UnsupportedForKind`]. [`apply`] fails with [`ApplyError`]:
+//! [`PatchError::UnsupportedForKind`]. [`apply()`] fails with [`ApplyError`]:
 //! [`ApplyError::Conflict`] is `409 Conflict` with `FieldManagerConflict` causes (see
 //! [`FieldConflict::status_cause`]), everything else `400 BadRequest`
 //! ([`ApplyError::status_code`]).
