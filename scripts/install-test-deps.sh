@@ -5,3 +5,20 @@ cd "$(dirname "$0")/.."
 
 echo "== test dependencies"
 rustup component add rustfmt clippy >/dev/null 2>&1 || rustup component add rustfmt clippy
+
+# The official Kubernetes Python client, for the embedded API server's compatibility tests.
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+if ! .venv/bin/python -c 'import kubernetes' >/dev/null 2>&1; then
+  .venv/bin/pip install --quiet kubernetes
+fi
+
+# kubectl, for the same tests: on PATH, else the Google Cloud SDK's, else Debian's package.
+if ! command -v kubectl >/dev/null 2>&1 && [ ! -x /usr/lib/google-cloud-sdk/bin/kubectl ]; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && apt-get install -y -qq kubernetes-client
+  else
+    sudo apt-get update -qq && sudo apt-get install -y -qq kubernetes-client
+  fi
+fi

@@ -1,0 +1,243 @@
+//! Compatibility with the real kubectl binary: apply (create then update), get, get -w,
+//! patch (merge and the status subresource), delete, api-resources, a CRD and its resource.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use common::{WAIT, server};
+use embedded_apiserver::ApiServer;
+
+/// The kubectl to test with: on PATH, else the Google Cloud SDK's.
+fn kubectl_binary() -> PathBuf {
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join("kubectl"))
+            .find(|p| p.is_file())
+    });
+    on_path
+        .or_else(|| Some(PathBuf::from("/usr/lib/google-cloud-sdk/bin/kubectl")).filter(|p| p.is_file()))
+        .expect("kubectl not found on PATH nor in /usr/lib/google-cloud-sdk/bin: run scripts/install-test-deps.sh")
+}
+
+/// A kubectl pointed at one server through a kubeconfig in a private directory.
+struct Kubectl {
+    bin: PathBuf,
+    dir: PathBuf,
+}
+
+impl Kubectl {
+    fn new(server: &ApiServer, test: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("embedded-apiserver-kubectl-{}-{test}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        server.write_kubeconfig(&dir.join("kubeconfig")).expect("kubeconfig");
+        Kubectl { bin: kubectl_binary(), dir }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(&self.bin);
+        cmd.env("KUBECONFIG", self.dir.join("kubeconfig"))
+            .arg("--cache-dir")
+            .arg(self.dir.join("cache"))
+            .args(args)
+            .current_dir(&self.dir);
+        cmd
+    }
+
+    /// Runs kubectl to completion off the async runtime; stdout on success.
+    async fn run(&self, args: &[&str]) -> anyhow::Result<String> {
+        let mut cmd = self.command(args);
+        let what = format!("kubectl {}", args.join(" "));
+        let out = tokio::task::spawn_blocking(move || cmd.output())
+            .await?
+            .with_context(|| format!("failed to run {what}"))?;
+        if !out.status.success() {
+            bail!("{what} failed: {}{}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    fn write(&self, name: &str, content: &str) -> PathBuf {
+        let path = self.dir.join(name);
+        std::fs::write(&path, content).expect("manifest");
+        path
+    }
+}
+
+impl Drop for Kubectl {
+    fn drop(&mut self) {
+        std::fs::remove_dir_all(&self.dir).ok();
+    }
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().expect("utf-8 path")
+}
+
+const CM_V1: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo\n  labels: {app: web}\ndata:\n  a: \"1\"\n";
+const CM_V2: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo\n  labels: {app: web}\ndata:\n  a: \"2\"\n";
+
+#[tokio::test]
+async fn kubectl_apply_creates_then_updates_and_get_shows_the_result() {
+    let s = server().await;
+    let k = Kubectl::new(&s, "apply");
+    let out = k.run(&["apply", "-f", p(&k.write("cm.yaml", CM_V1))]).await.unwrap();
+    assert!(out.contains("configmap/demo created"), "{out}");
+    let out = k.run(&["apply", "-f", p(&k.write("cm.yaml", CM_V2))]).await.unwrap();
+    assert!(out.contains("configmap/demo configured"), "{out}");
+    let value = k.run(&["get", "configmap", "demo", "-o", "jsonpath={.data.a}"]).await.unwrap();
+    assert_eq!(value, "2");
+    let table = k.run(&["get", "cm"]).await.unwrap();
+    assert!(table.starts_with("NAME") && table.contains("demo"), "{table}");
+    let by_label = k.run(&["get", "cm", "-l", "app=web", "-o", "name"]).await.unwrap();
+    assert_eq!(by_label.trim(), "configmap/demo");
+}
+
+#[tokio::test]
+async fn kubectl_get_watch_prints_later_changes() {
+    let s = server().await;
+    let k = Kubectl::new(&s, "watch");
+    k.run(&["apply", "-f", p(&k.write("cm.yaml", CM_V1))]).await.unwrap();
+    let mut child = k
+        .command(&["get", "configmaps", "-w", "-o", "jsonpath={.data.a}{\"\\n\"}"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl get -w starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next_line = |rx: std::sync::mpsc::Receiver<String>| async move {
+        tokio::task::spawn_blocking(move || {
+            let line = rx.recv_timeout(WAIT);
+            (line, rx)
+        })
+        .await
+        .unwrap()
+    };
+    let (first, rx) = next_line(rx).await;
+    assert_eq!(first.expect("initial state printed"), "1");
+    k.run(&["apply", "-f", p(&k.write("cm.yaml", CM_V2))]).await.unwrap();
+    let (second, _rx) = next_line(rx).await;
+    assert_eq!(second.expect("the change is printed"), "2");
+    child.kill().ok();
+    child.wait().ok();
+}
+
+const DEPLOY: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - {name: web, image: 'nginx:1'}
+      - {name: side, image: 'busybox:1'}
+";
+
+#[tokio::test]
+async fn kubectl_patch_merges_and_patches_the_status_subresource() {
+    let s = server().await;
+    let k = Kubectl::new(&s, "patch");
+    k.run(&["apply", "-f", p(&k.write("d.yaml", DEPLOY))]).await.unwrap();
+    k.run(&["patch", "deployment", "web", "--type", "merge", "-p", r#"{"spec":{"replicas":3}}"#])
+        .await
+        .unwrap();
+    k.run(&["patch", "deployment", "web", "-p", r#"{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"nginx:2"}]}}}}"#])
+        .await
+        .unwrap();
+    k.run(&["patch", "deployment", "web", "--subresource=status", "--type", "merge", "-p", r#"{"status":{"readyReplicas":2}}"#])
+        .await
+        .unwrap();
+    let out = k
+        .run(&["get", "deploy", "web", "-o", "jsonpath={.spec.replicas} {.spec.template.spec.containers[*].image} {.status.readyReplicas} {.metadata.generation}"])
+        .await
+        .unwrap();
+    assert_eq!(out, "3 nginx:2 busybox:1 2 3");
+}
+
+#[tokio::test]
+async fn kubectl_delete_removes_the_object() {
+    let s = server().await;
+    let k = Kubectl::new(&s, "delete");
+    k.run(&["apply", "-f", p(&k.write("cm.yaml", CM_V1))]).await.unwrap();
+    let out = k.run(&["delete", "configmap", "demo"]).await.unwrap();
+    assert!(out.contains("deleted"), "{out}");
+    let err = k.run(&["get", "configmap", "demo"]).await.unwrap_err();
+    assert!(err.to_string().contains("NotFound"), "{err}");
+}
+
+#[tokio::test]
+async fn kubectl_api_resources_lists_the_built_in_kinds() {
+    let s = server().await;
+    let k = Kubectl::new(&s, "api-resources");
+    let out = k.run(&["api-resources", "--no-headers"]).await.unwrap();
+    for line in [
+        "configmaps", "namespaces", "pods", "secrets", "services", "serviceaccounts", "events",
+        "deployments", "leases", "customresourcedefinitions",
+    ] {
+        assert!(out.lines().any(|l| l.starts_with(line)), "{line} missing from:\n{out}");
+    }
+    let ns = k.run(&["api-resources", "--namespaced=false", "-o", "name"]).await.unwrap();
+    assert!(ns.lines().any(|l| l == "namespaces"), "{ns}");
+    assert!(!ns.lines().any(|l| l == "configmaps"), "{ns}");
+}
+
+const CRD: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, shortNames: [wd]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+";
+
+#[tokio::test]
+async fn kubectl_creates_a_crd_then_its_custom_resource() {
+    let s = server().await;
+    let k = Kubectl::new(&s, "crd");
+    k.run(&["apply", "-f", p(&k.write("crd.yaml", CRD))]).await.unwrap();
+    let widget = "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {size: 3}\n";
+    let out = k.run(&["apply", "-f", p(&k.write("w.yaml", widget))]).await.unwrap();
+    assert!(out.contains("widget.example.com/w1 created"), "{out}");
+    let out = k.run(&["get", "wd", "w1", "-o", "jsonpath={.spec.size}"]).await.unwrap();
+    assert_eq!(out, "3");
+    // Changing a field client-side apply set conflicts with its manager, as on a real server.
+    let changed = k.write("w.yaml", &widget.replace("3", "4"));
+    let err = k.run(&["apply", "--server-side", "-f", p(&changed)]).await.unwrap_err();
+    assert!(err.to_string().contains("kubectl-client-side-apply"), "{err}");
+    let out = k.run(&["apply", "--server-side", "--force-conflicts", "-f", p(&changed)]).await.unwrap();
+    assert!(out.contains("serverside-applied"), "{out}");
+    let out = k.run(&["get", "widgets.example.com", "w1", "-o", "jsonpath={.spec.size}"]).await.unwrap();
+    assert_eq!(out, "4");
+    let resources = k.run(&["api-resources", "--api-group=example.com", "-o", "name"]).await.unwrap();
+    assert_eq!(resources.trim(), "widgets.example.com");
+    tokio::time::timeout(Duration::from_secs(30), k.run(&["delete", "crd", "widgets.example.com"]))
+        .await
+        .expect("delete finishes")
+        .unwrap();
+}
