@@ -412,7 +412,7 @@ pub fn apply(
         .map(|e| e.fields.clone())
         .unwrap_or_default();
     // Fields some other entry owns stay, and so does everything the new configuration sets
-    // (even an empty map, or an element whose fields the configuration still lists).
+    // (a value that was a scalar last time and is now a map with fields is not removed).
     let mut kept = applied_set.clone();
     for entry in entries.iter().filter(|e| !e.is(manager, "Apply")) {
         kept.union_with(&entry.fields);
@@ -679,6 +679,22 @@ mod tests {
         assert_eq!(
             fields_of(&next, "m", "Apply").unwrap(),
             json!({"f:metadata": {"f:labels": {"f:x": {}}}})
+        );
+    }
+
+    #[test]
+    fn a_field_applied_as_a_scalar_then_as_a_map_keeps_its_new_fields() {
+        let widget = |spec: Value| {
+            json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                   "metadata": {"name": "w"}, "spec": spec})
+        };
+        let request = ApplyRequest::new("m", "example.com/v1", "Widget", T1);
+        let live = apply(None, &widget(json!({"size": "small"})), &request).unwrap();
+        let next = apply(Some(&live), &widget(json!({"size": {"cpu": 2}})), &request).unwrap();
+        assert_eq!(next["spec"], json!({"size": {"cpu": 2}}));
+        assert_eq!(
+            fields_of(&next, "m", "Apply").unwrap(),
+            json!({"f:spec": {"f:size": {"f:cpu": {}}}})
         );
     }
 
