@@ -1058,5 +1058,29 @@ mod tests {
             let labels = live["metadata"].get("labels").cloned().unwrap_or(json!({}));
             prop_assert_eq!(labels, Value::Object(last));
         }
+
+        #[test]
+        fn a_forced_apply_always_leaves_its_whole_configuration_in_place(
+            steps in prop::collection::vec(
+                ("[a-c]", prop::collection::btree_map("[d-g]", "[x-z]", 0..4)), 1..8)
+        ) {
+            let mut live: Option<Value> = None;
+            let mut ever_applied = std::collections::BTreeSet::new();
+            for (manager, labels) in &steps {
+                let labels: Map<String, Value> =
+                    labels.iter().map(|(k, v)| (k.clone(), Value::from(v.as_str()))).collect();
+                ever_applied.extend(labels.keys().cloned());
+                let config = config_map(json!({"labels": labels.clone()}), json!({}));
+                let next = apply(live.as_ref(), &config, &cm_request(manager).force(true))
+                    .unwrap();
+                let now = next["metadata"].get("labels").cloned().unwrap_or(json!({}));
+                for (key, value) in &labels {
+                    prop_assert_eq!(&now[key], value);
+                }
+                let now = now.as_object().unwrap();
+                prop_assert!(now.keys().all(|k| ever_applied.contains(k)));
+                live = Some(next);
+            }
+        }
     }
 }
