@@ -1,4 +1,7 @@
 //! JSON patch (RFC 6902): the `application/json-patch+json` patch type.
+//!
+//! Built on the `json-patch` crate. One difference from Kubernetes (which decodes numbers as
+//! `float64`): `test` compares numbers as written, so `1` does not test equal to `1.0`.
 
 use serde_json::Value;
 

@@ -12,7 +12,7 @@
 //! - `$patch: delete` in a map removes the map (like `null`; Kubernetes leaves an empty map,
 //!   which built-in kinds then omit when serializing); as an element of a keyed list it removes
 //!   the elements with the same merge key.
-//! - `$patch: merge` is the default and accepted.
+//! - `$patch: merge` is the default and accepted (Kubernetes rejects it on list elements).
 //! - `$retainKeys: [..]` drops every key of the live map not listed, before merging; the patch
 //!   may only set listed keys.
 //! - `$deleteFromPrimitiveList/<field>: [..]` removes those values from the scalar list `field`.
