@@ -207,6 +207,18 @@ mod tests {
     }
 
     #[test]
+    fn test_compares_numbers_as_written() {
+        let error = patched(
+            json!({"a": 1}),
+            json!([{"op": "test", "path": "/a", "value": 1.0}]),
+        );
+        assert!(matches!(
+            error,
+            Err(PatchError::JsonPatchFailed { op: "test", .. })
+        ));
+    }
+
+    #[test]
     fn copy_duplicates_a_value_at_a_new_path() {
         assert_eq!(
             patched(
