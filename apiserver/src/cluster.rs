@@ -55,6 +55,15 @@ pub enum PatchKind {
     },
 }
 
+/// A patch: its type (from `Content-Type`) and its parsed body.
+#[derive(Debug, Clone)]
+pub struct PatchRequest {
+    /// The patch type.
+    pub kind: PatchKind,
+    /// The patch document.
+    pub body: Value,
+}
+
 /// `DeleteOptions` that change behaviour.
 #[derive(Debug, Clone, Default)]
 pub struct DeleteOptions {
@@ -342,11 +351,11 @@ impl Cluster {
         res: &Resource,
         ns: &str,
         name: &str,
-        kind: PatchKind,
-        body: Value,
+        request: PatchRequest,
         part: Part,
         opts: &WriteOptions,
     ) -> Result<(Bytes, bool), ApiError> {
+        let PatchRequest { kind, body } = request;
         let invalid = |e: patch::PatchError| match e {
             patch::PatchError::UnsupportedForKind { .. } => {
                 ApiError::UnsupportedMediaType(e.to_string())
@@ -508,12 +517,13 @@ impl Cluster {
                 (false, _) => Mutation::Put(next),
             })
         })?;
-        if *table == *CRDS && !opts.dry_run && !outcome.deleted {
-            if let Ok(v) = serde_json::from_slice::<Value>(&outcome.bytes)
-                && let Ok(resources) = crd_resources(&v)
-            {
-                self.registry.install_crd(name, resources);
-            }
+        if *table == *CRDS
+            && !opts.dry_run
+            && !outcome.deleted
+            && let Ok(v) = serde_json::from_slice::<Value>(&outcome.bytes)
+            && let Ok(resources) = crd_resources(&v)
+        {
+            self.registry.install_crd(name, resources);
         }
         Ok(outcome)
     }
@@ -529,13 +539,13 @@ impl Cluster {
     ) -> Result<(Bytes, bool), ApiError> {
         let ns_key = if res.namespaced { ns } else { "" };
         let table = res.table();
-        if opts.propagation.as_deref() == Some("Orphan") && !opts.dry_run {
-            if let Some(stored) = self.store.get(&table, ns_key, name)
-                && let Ok(v) = serde_json::from_slice::<Value>(&stored.bytes)
-                && let Some(uid) = str_at(&v, "/metadata/uid")
-            {
-                self.orphan_dependents(uid);
-            }
+        if opts.propagation.as_deref() == Some("Orphan")
+            && !opts.dry_run
+            && let Some(stored) = self.store.get(&table, ns_key, name)
+            && let Ok(v) = serde_json::from_slice::<Value>(&stored.bytes)
+            && let Some(uid) = str_at(&v, "/metadata/uid")
+        {
+            self.orphan_dependents(uid);
         }
         let is_namespace = *table == *NAMESPACES;
         let outcome = self.store.mutate(&table, ns_key, name, |cur, _| {

@@ -25,6 +25,9 @@ use crate::store::{ObjKey, Store};
 use crate::util::{new_uid, now_rfc3339};
 use crate::{gc, tls};
 
+/// Objects of one table for [`ApiServer::bulk_load`].
+type Batch = (Arc<str>, Vec<(ObjKey, Value)>);
+
 /// How long shutdown waits for open connections to finish.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
@@ -224,7 +227,7 @@ impl ApiServer {
     /// name; objects before the failing one of the same kind batch are not stored.
     pub fn bulk_load(&self, objects: impl IntoIterator<Item = Value>) -> Result<u64, ApiError> {
         let now = now_rfc3339();
-        let mut batches: Vec<(Arc<str>, Vec<(ObjKey, Value)>)> = Vec::new();
+        let mut batches: Vec<Batch> = Vec::new();
         let mut known_ns: Vec<String> = Vec::new();
         for mut obj in objects {
             let field = |p: &str| {

@@ -77,6 +77,9 @@ pub struct Event {
     pub bytes: Bytes,
 }
 
+/// A new watcher's history replay and its receiver of later events.
+pub type Subscription = (Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>);
+
 /// What a mutation closure decided.
 pub enum Mutation {
     /// Store this object (create or replace).
@@ -438,10 +441,7 @@ impl Store {
 
     /// Registers a watcher: returns the history events after `rv` (when given) and a receiver
     /// for every later change, with no gap and no duplicate between the two.
-    pub fn subscribe(
-        &self,
-        from_rv: Option<u64>,
-    ) -> Result<(Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>), ApiError> {
+    pub fn subscribe(&self, from_rv: Option<u64>) -> Result<Subscription, ApiError> {
         let inner = self.lock();
         let rx = self.events.subscribe();
         let Some(from) = from_rv else {

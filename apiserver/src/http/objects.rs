@@ -8,7 +8,7 @@ use axum::response::Response;
 use serde_json::Value;
 
 use super::{App, Query, Target, json_response, list, table, wants_table};
-use crate::cluster::{DeleteOptions, Part, PatchKind, WriteOptions};
+use crate::cluster::{DeleteOptions, Part, PatchKind, PatchRequest, WriteOptions};
 use crate::error::ApiError;
 use crate::faults::Verb;
 
@@ -69,8 +69,14 @@ pub(super) fn serve(
                 };
                 ApiError::BadRequest(format!("the patch body is not valid JSON: {e}{hint}"))
             })?;
-            let (bytes, created) =
-                cluster.patch(res, &target.ns, name, kind, patch, part, &opts)?;
+            let (bytes, created) = cluster.patch(
+                res,
+                &target.ns,
+                name,
+                PatchRequest { kind, body: patch },
+                part,
+                &opts,
+            )?;
             let code = if created {
                 StatusCode::CREATED
             } else {

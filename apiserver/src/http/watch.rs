@@ -221,5 +221,8 @@ async fn deliver(
         EventType::Modified => "MODIFIED",
         EventType::Deleted => "DELETED",
     };
-    tx.send(encoder.event(kind, &e.bytes)).await.ok().map(|()| true)
+    tx.send(encoder.event(kind, &e.bytes))
+        .await
+        .ok()
+        .map(|()| true)
 }
