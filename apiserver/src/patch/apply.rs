@@ -51,19 +51,23 @@
 //!    entry owns (the same rule as Kubernetes). A field applied with the value it already has
 //!    becomes shared without conflict. Type changes between a scalar and a map report the
 //!    changed node only, not the other manager's fields beneath it.
-//! 6. **Order.** Merged keyed and set lists keep the live order and get new elements appended;
+//! 6. **Update entries** own an added object as a node (`".": {}`) only for well-known string
+//!    maps (`labels`, `annotations`, `data`, `nodeSelector`, resource `limits`/`requests`, ...)
+//!    and for lists and list elements; Kubernetes decides by the Go type, so it also owns added
+//!    pointer structs (e.g. `rollingUpdate`) and the maps of custom resources that way.
+//! 7. **Order.** Merged keyed and set lists keep the live order and get new elements appended;
 //!    Kubernetes orders a list like the applied configuration when the apply changes it.
-//! 7. **Removal.** A field this manager applied before and omits now is removed unless another
+//! 8. **Removal.** A field this manager applied before and omits now is removed unless another
 //!    entry owns it or anything beneath it; in that case only the parts nobody else owns are
 //!    removed. Maps and lists emptied by that removal are removed too (Kubernetes drops them
 //!    for built-in kinds when it serializes, but keeps them in custom resources).
-//! 8. **User-supplied `managedFields`.** [`apply`] ignores `metadata.managedFields` in the
+//! 9. **User-supplied `managedFields`.** [`apply`] ignores `metadata.managedFields` in the
 //!    applied configuration (Kubernetes rejects it). [`record_update`] takes the new object's
 //!    `managedFields` when present and different from the old object's (so a client can reset
 //!    them, e.g. to `[]`), like Kubernetes, but does not validate them.
-//! 9. **Server-owned metadata** (`uid`, `resourceVersion`, `generation`, timestamps) in the
-//!    applied configuration is ignored; the server must check a `resourceVersion` precondition
-//!    itself if it wants one.
+//! 10. **Server-owned metadata** (`uid`, `resourceVersion`, `generation`, timestamps) in the
+//!     applied configuration is ignored; the server must check a `resourceVersion`
+//!     precondition itself if it wants one.
 //!
 //! # Errors
 //!

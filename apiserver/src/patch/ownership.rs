@@ -20,6 +20,25 @@ const SERVER_METADATA: &[&str] = &[
     "managedFields",
 ];
 
+/// Fields that are string maps (Go `map[string]string`) in the built-in kinds, which an update
+/// that adds them owns as nodes (`".": {}`), unlike struct-typed objects.
+const STRING_MAPS: &[&str] = &[
+    "labels",
+    "annotations",
+    "data",
+    "binaryData",
+    "stringData",
+    "nodeSelector",
+    "matchLabels",
+    "limits",
+    "requests",
+    "capacity",
+    "allocatable",
+    "hard",
+    "used",
+    "parameters",
+];
+
 /// Whether the field `name` of the map at `path` is excluded from ownership.
 fn ignored(path: &[&str], name: &str) -> bool {
     match path {
@@ -102,11 +121,13 @@ impl Walker {
         set
     }
 
-    /// Every path of a value, the value's own node included (what an update adds): unlike
-    /// [`Walker::applied_set`], maps are members too, except the root and `metadata`.
+    /// Every path of a value, the value's own node included (what an update adds). Unlike
+    /// [`Walker::applied_set`], lists and the well-known string maps ([`STRING_MAPS`]) are
+    /// owned as nodes too, as Kubernetes owns an added Go map or slice; other maps (Go structs
+    /// there) are not.
     fn full_set<'a>(&self, value: &'a Value, path: &mut Vec<&'a str>) -> FieldSet {
         let mut set = FieldSet::new();
-        match self.shape(value, path) {
+        let member = match self.shape(value, path) {
             Shape::Map(map) => {
                 for (name, child) in map {
                     if ignored(path, name) {
@@ -116,22 +137,32 @@ impl Walker {
                     set.attach(field_element(name), self.full_set(child, path));
                     path.pop();
                 }
+                path.last().is_some_and(|name| STRING_MAPS.contains(name))
             }
             Shape::Keyed(items) => {
                 for (element, item) in items {
-                    set.attach(element, self.full_set(item, path));
+                    set.attach(element, self.element_set(item, path));
                 }
+                true
             }
             Shape::Set(items) => {
                 for item in items {
                     set.attach(value_element(item), FieldSet::leaf());
                 }
+                true
             }
-            Shape::Atomic => {}
-        }
-        if path.len() > 1 || path.first().is_some_and(|name| *name != "metadata") {
+            Shape::Atomic => true,
+        };
+        if member {
             set.make_member();
         }
+        set
+    }
+
+    /// Every path of a keyed list element, the element itself included.
+    fn element_set<'a>(&self, item: &'a Value, path: &mut Vec<&'a str>) -> FieldSet {
+        let mut set = self.full_set(item, path);
+        set.make_member();
         set
     }
 
@@ -169,13 +200,18 @@ impl Walker {
             }
             (Shape::Keyed(old), Shape::Keyed(new)) => {
                 for (element, item) in &old {
-                    let (c, r) = self.compare(Some(item), find(&new, element), path);
-                    changed.attach(element.clone(), c);
-                    removed.attach(element.clone(), r);
+                    match find(&new, element) {
+                        Some(new_item) => {
+                            let (c, r) = self.compare(Some(item), Some(new_item), path);
+                            changed.attach(element.clone(), c);
+                            removed.attach(element.clone(), r);
+                        }
+                        None => removed.attach(element.clone(), self.element_set(item, path)),
+                    }
                 }
                 for (element, item) in &new {
                     if find(&old, element).is_none() {
-                        changed.attach(element.clone(), self.full_set(item, path));
+                        changed.attach(element.clone(), self.element_set(item, path));
                     }
                 }
             }
@@ -451,6 +487,27 @@ mod tests {
                 r#".spec.containers[name="web"]"#,
                 r#".spec.containers[name="web"].name"#,
             ]
+        );
+    }
+
+    #[test]
+    fn an_added_struct_is_not_owned_as_a_node_but_an_added_string_map_is() {
+        let old = json!({"metadata": {"name": "d"}});
+        let new = json!({
+            "metadata": {"name": "d", "labels": {"app": "web"}},
+            "spec": {"template": {"spec": {"containers": [{"name": "web"}]}}}
+        });
+        let (changed, _) =
+            walker("apps/v1", "Deployment").compare(Some(&old), Some(&new), &mut vec![]);
+        assert_eq!(
+            changed.to_fields_v1(),
+            json!({
+                "f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+                "f:spec": {"f:template": {"f:spec": {"f:containers": {
+                    ".": {},
+                    "k:{\"name\":\"web\"}": {".": {}, "f:name": {}}
+                }}}}
+            })
         );
     }
 
