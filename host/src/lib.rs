@@ -2,4 +2,5 @@
 //! WebAssembly components.
 #![deny(missing_docs)]
 
+pub mod election;
 pub mod queue;
