@@ -4,7 +4,8 @@
 //! which must hold, each one of `key=value` (also `key==value`), `key!=value`,
 //! `key in (a,b)`, `key notin (a,b)`, `key` (the label exists) and `!key` (it does not). Keys and
 //! values are validated as Kubernetes validates label keys and values. `key in ()` selects the
-//! empty value, as in Kubernetes. The `>` and `<` (Gt/Lt) operators are not supported.
+//! empty value, as in Kubernetes. `key>n` and `key<n` select labels holding an integer greater
+//! or less than `n`, as Kubernetes' Gt and Lt operators do.
 //!
 //! [`FieldSelector`] is the `fieldSelector` query parameter: comma-separated `field=value`,
 //! `field==value` or `field!=value` terms over `metadata.name` and `metadata.namespace`, the
@@ -80,6 +81,10 @@ pub enum Requirement {
     Exists(String),
     /// `!key`: the label does not exist.
     DoesNotExist(String),
+    /// `key>n`: the label exists and is an integer greater than `n`.
+    GreaterThan(String, i64),
+    /// `key<n`: the label exists and is an integer less than `n`.
+    LessThan(String, i64),
 }
 
 impl Requirement {
@@ -92,6 +97,12 @@ impl Requirement {
             Requirement::NotIn(key, values) => !value(key).is_some_and(|v| values.contains(v)),
             Requirement::Exists(key) => labels.is_some_and(|l| l.contains_key(key)),
             Requirement::DoesNotExist(key) => !labels.is_some_and(|l| l.contains_key(key)),
+            Requirement::GreaterThan(key, bound) => value(key)
+                .and_then(|v| v.parse::<i64>().ok())
+                .is_some_and(|v| v > *bound),
+            Requirement::LessThan(key, bound) => value(key)
+                .and_then(|v| v.parse::<i64>().ok())
+                .is_some_and(|v| v < *bound),
         }
     }
 }
@@ -106,6 +117,8 @@ impl fmt::Display for Requirement {
             Requirement::NotIn(key, values) => write!(f, "{key} notin ({})", join(values)),
             Requirement::Exists(key) => write!(f, "{key}"),
             Requirement::DoesNotExist(key) => write!(f, "!{key}"),
+            Requirement::GreaterThan(key, bound) => write!(f, "{key}>{bound}"),
+            Requirement::LessThan(key, bound) => write!(f, "{key}<{bound}"),
         }
     }
 }
@@ -127,6 +140,8 @@ enum Token {
     Open,
     Close,
     Comma,
+    Greater,
+    Less,
 }
 
 impl fmt::Display for Token {
@@ -140,6 +155,8 @@ impl fmt::Display for Token {
             Token::Open => "(",
             Token::Close => ")",
             Token::Comma => ",",
+            Token::Greater => ">",
+            Token::Less => "<",
         })
     }
 }
@@ -153,6 +170,8 @@ fn tokenize(s: &str) -> Vec<Token> {
             '(' => tokens.push(Token::Open),
             ')' => tokens.push(Token::Close),
             ',' => tokens.push(Token::Comma),
+            '>' => tokens.push(Token::Greater),
+            '<' => tokens.push(Token::Less),
             '=' if chars.peek() == Some(&'=') => {
                 chars.next();
                 tokens.push(Token::DoubleEquals);
@@ -166,7 +185,7 @@ fn tokenize(s: &str) -> Vec<Token> {
             c => {
                 let mut identifier = String::from(c);
                 while let Some(&next) = chars.peek() {
-                    if next.is_whitespace() || "(),=!".contains(next) {
+                    if next.is_whitespace() || "(),=!<>".contains(next) {
                         break;
                     }
                     identifier.push(next);
@@ -217,6 +236,15 @@ impl Parser {
         }
     }
 
+    /// The integer after `>` or `<`.
+    fn integer(&mut self) -> Result<i64, SelectorError> {
+        let value = self.identifier("an integer")?;
+        value.parse().map_err(|_| SelectorError::InvalidLabelValue {
+            value,
+            reason: "for '>' and '<' operators, the value must be an integer".into(),
+        })
+    }
+
     /// `(a, b, ...)` after `in` or `notin`; `()` is the set of the empty value, as in
     /// Kubernetes.
     fn values(&mut self) -> Result<BTreeSet<String>, SelectorError> {
@@ -262,7 +290,7 @@ impl Parser {
             return Ok(Requirement::DoesNotExist(key));
         }
         let key = validate_key(self.identifier("a label key or '!'")?)?;
-        const OPERATORS: &str = "'=', '!=', '==', 'in', 'notin', ',' or the end";
+        const OPERATORS: &str = "'=', '!=', '==', 'in', 'notin', '>', '<', ',' or the end";
         match self.peek() {
             None | Some(Token::Comma) => Ok(Requirement::Exists(key)),
             Some(Token::Equals | Token::DoubleEquals) => {
@@ -282,6 +310,14 @@ impl Parser {
                 self.next();
                 let values = self.values()?;
                 Ok(Requirement::NotIn(key, values))
+            }
+            Some(Token::Greater) => {
+                self.next();
+                Ok(Requirement::GreaterThan(key, self.integer()?))
+            }
+            Some(Token::Less) => {
+                self.next();
+                Ok(Requirement::LessThan(key, self.integer()?))
             }
             Some(other) => Err(SelectorError::UnexpectedToken {
                 found: other.to_string(),
@@ -727,6 +763,19 @@ mod tests {
     }
 
     #[test]
+    fn greater_and_less_than_compare_integer_labels() {
+        assert!(selects("replicas>2", json!({"replicas": "3"})));
+        assert!(!selects("replicas>2", json!({"replicas": "2"})));
+        assert!(!selects("replicas>2", json!({"replicas": "many"})));
+        assert!(!selects("replicas>2", json!({})));
+        assert!(selects("replicas < -1", json!({"replicas": "-5"})));
+        assert!(matches!(
+            LabelSelector::parse("replicas>two").unwrap_err(),
+            SelectorError::InvalidLabelValue { value, .. } if value == "two"
+        ));
+    }
+
+    #[test]
     fn display_is_the_canonical_form() {
         let selector = LabelSelector::parse("a==1 , b notin (z,y),!c, d in (x)").unwrap();
         assert_eq!(selector.to_string(), "a=1,b notin (y,z),!c,d in (x)");
@@ -816,6 +865,8 @@ mod tests {
             (label_key(), values()).prop_map(|(k, v)| Requirement::NotIn(k, v)),
             label_key().prop_map(Requirement::Exists),
             label_key().prop_map(Requirement::DoesNotExist),
+            (label_key(), any::<i64>()).prop_map(|(k, n)| Requirement::GreaterThan(k, n)),
+            (label_key(), any::<i64>()).prop_map(|(k, n)| Requirement::LessThan(k, n)),
         ]
     }
 
