@@ -2,5 +2,6 @@
 //! WebAssembly components.
 #![deny(missing_docs)]
 
+pub mod controller;
 pub mod election;
 pub mod queue;

@@ -1,0 +1,188 @@
+//! A controller: a rate-limited workqueue and the workers that reconcile its keys.
+
+use std::sync::Arc;
+
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::reconciler::{Action, ObjectLookup, Reconciler, Request};
+use super::{ObjectKey, ReconcileMetrics};
+use crate::queue::{Completion, RateLimitingQueue};
+
+/// How a reconcile ended, as controller-runtime labels it in `controller_runtime_reconcile_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// `result="success"`.
+    Success,
+    /// `result="requeue"`.
+    Requeue,
+    /// `result="requeue_after"`.
+    RequeueAfter,
+    /// `result="error"`.
+    Error,
+}
+
+impl Outcome {
+    /// The `result` label value.
+    #[must_use]
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Requeue => "requeue",
+            Self::RequeueAfter => "requeue_after",
+            Self::Error => "error",
+        }
+    }
+}
+
+struct Shared<R: Reconciler> {
+    name: Arc<str>,
+    queue: RateLimitingQueue<ObjectKey>,
+    reconciler: R,
+    lookup: Box<dyn ObjectLookup<R::Object>>,
+    metrics: Arc<dyn ReconcileMetrics>,
+}
+
+/// Reconciles the keys of one queue with a fixed number of workers.
+///
+/// # Guarantees
+/// - A key is never reconciled by two workers at once, and at most `workers` reconciles run.
+/// - Outcomes map onto the queue as SEMANTICS rule 11 says; a failure never stops the
+///   controller.
+/// - A reconcile aborted by [`run`](Controller::run)'s `abort` token loses nothing: its key goes
+///   back into the queue.
+pub struct Controller<R: Reconciler> {
+    shared: Arc<Shared<R>>,
+    workers: usize,
+}
+
+impl<R: Reconciler> std::fmt::Debug for Controller<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controller")
+            .field("name", &self.shared.name)
+            .field("workers", &self.workers)
+            .field("queue", &self.shared.queue)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R: Reconciler> Controller<R> {
+    /// A controller named `name` (used in logs and metrics) reconciling the keys of `queue`
+    /// with `reconciler`, objects looked up in `lookup`, with `workers` workers (at least one).
+    pub fn new(
+        name: &str,
+        queue: RateLimitingQueue<ObjectKey>,
+        reconciler: R,
+        lookup: impl ObjectLookup<R::Object>,
+        workers: usize,
+    ) -> Self {
+        Self::with_metrics(
+            name,
+            queue,
+            reconciler,
+            lookup,
+            workers,
+            Arc::new(super::NoReconcileMetrics),
+        )
+    }
+
+    /// [`new`](Controller::new), reporting to `metrics`.
+    pub fn with_metrics(
+        name: &str,
+        queue: RateLimitingQueue<ObjectKey>,
+        reconciler: R,
+        lookup: impl ObjectLookup<R::Object>,
+        workers: usize,
+        metrics: Arc<dyn ReconcileMetrics>,
+    ) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                name: name.into(),
+                queue,
+                reconciler,
+                lookup: Box::new(lookup),
+                metrics,
+            }),
+            workers: workers.max(1),
+        }
+    }
+
+    /// The queue informers feed.
+    #[must_use]
+    pub fn queue(&self) -> &RateLimitingQueue<ObjectKey> {
+        &self.shared.queue
+    }
+
+    /// Runs the workers until `intake` is cancelled (no new keys are taken; reconciles in
+    /// progress finish) or the queue shuts down. Cancelling `abort` also cancels reconciles in
+    /// progress and puts their keys back. Returns when every worker has stopped.
+    pub async fn run(&self, intake: CancellationToken, abort: CancellationToken) {
+        let mut workers = JoinSet::new();
+        for _ in 0..self.workers {
+            let shared = Arc::clone(&self.shared);
+            workers.spawn(worker(shared, intake.clone(), abort.clone()));
+        }
+        while let Some(joined) = workers.join_next().await {
+            if let Err(error) = joined
+                && error.is_panic()
+            {
+                tracing::error!(controller = %self.shared.name, "a worker panicked");
+            }
+        }
+    }
+}
+
+async fn worker<R: Reconciler>(
+    shared: Arc<Shared<R>>,
+    intake: CancellationToken,
+    abort: CancellationToken,
+) {
+    let queue = &shared.queue;
+    loop {
+        let key = tokio::select! {
+            biased;
+            () = intake.cancelled() => return,
+            key = queue.get() => match key {
+                Some(key) => key,
+                None => return,
+            },
+        };
+        let request = Request {
+            object: shared.lookup.lookup(&key),
+            requeues: queue.num_requeues(&key),
+            key: key.clone(),
+        };
+        let span = tracing::info_span!("reconcile", controller = %shared.name, key = %key);
+        shared.metrics.active_workers(1);
+        let started = Instant::now();
+        let result = tokio::select! {
+            biased;
+            () = abort.cancelled() => None,
+            result = shared.reconciler.reconcile(request).instrument(span.clone()) => Some(result),
+        };
+        let elapsed = started.elapsed();
+        shared.metrics.active_workers(-1);
+        let Some(result) = result else {
+            // Aborted mid-reconcile: hand the key back so the next run reconciles it.
+            queue.add(key.clone());
+            queue.done(&key);
+            return;
+        };
+        let (completion, outcome) = match result {
+            Ok(Action::Done) => (Completion::Done, Outcome::Success),
+            Ok(Action::Requeue) => (Completion::Requeue, Outcome::Requeue),
+            Ok(Action::RequeueAfter(delay)) => {
+                (Completion::RequeueAfter(delay), Outcome::RequeueAfter)
+            }
+            Err(error) => {
+                tracing::warn!(parent: &span, error = &error as &dyn std::error::Error,
+                    "reconcile failed; retrying with backoff");
+                (Completion::Failed, Outcome::Error)
+            }
+        };
+        shared.metrics.reconciled(outcome, elapsed);
+        queue.complete(key, completion);
+    }
+}
