@@ -28,6 +28,9 @@ use crate::{gc, tls};
 /// Objects of one table for [`ApiServer::bulk_load`].
 type Batch = (Arc<str>, Vec<(ObjKey, Value)>);
 
+/// Objects stored per lock acquisition by [`ApiServer::bulk_load`].
+const BULK_CHUNK: usize = 4096;
+
 /// How long shutdown waits for open connections to finish.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
@@ -224,11 +227,12 @@ impl ApiServer {
     ///
     /// # Errors
     /// [`ApiError`] NotFound for an unknown kind or a missing namespace, Invalid for a missing
-    /// name; objects before the failing one of the same kind batch are not stored.
+    /// name; objects before the failing one may already be stored.
     pub fn bulk_load(&self, objects: impl IntoIterator<Item = Value>) -> Result<u64, ApiError> {
         let now = now_rfc3339();
         let mut batches: Vec<Batch> = Vec::new();
         let mut known_ns: Vec<String> = Vec::new();
+        let mut rv = self.cluster.store.current_rv();
         for mut obj in objects {
             let field = |p: &str| {
                 obj.pointer(p)
@@ -279,8 +283,12 @@ impl ApiServer {
                 Some((_, b)) => b.push((ObjKey { ns, name }, obj)),
                 None => batches.push((table, vec![(ObjKey { ns, name }, obj)])),
             }
+            // Store in chunks so a large load never holds all parsed objects at once.
+            if let Some(i) = batches.iter().position(|(_, b)| b.len() >= BULK_CHUNK) {
+                let (table, objects) = batches.swap_remove(i);
+                rv = self.cluster.store.bulk_put(&table, objects)?;
+            }
         }
-        let mut rv = self.cluster.store.current_rv();
         for (table, objects) in batches {
             rv = self.cluster.store.bulk_put(&table, objects)?;
         }

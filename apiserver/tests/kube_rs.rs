@@ -29,12 +29,25 @@ fn cm(name: &str, value: &str) -> ConfigMap {
 async fn typed_configmap_api_creates_lists_patches_and_deletes() {
     let s = server().await;
     let api: Api<ConfigMap> = Api::default_namespaced(s.kube_client().unwrap());
-    let created = api.create(&PostParams::default(), &cm("a", "1")).await.unwrap();
+    let created = api
+        .create(&PostParams::default(), &cm("a", "1"))
+        .await
+        .unwrap();
     assert!(created.metadata.uid.is_some());
-    let err = api.create(&PostParams::default(), &cm("a", "1")).await.unwrap_err();
-    assert!(matches!(err, kube::Error::Api(ref s) if s.code == 409), "{err:?}");
+    let err = api
+        .create(&PostParams::default(), &cm("a", "1"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 409),
+        "{err:?}"
+    );
     let patched = api
-        .patch("a", &PatchParams::default(), &Patch::Merge(serde_json::json!({"data": {"k": "2"}})))
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"data": {"k": "2"}})),
+        )
         .await
         .unwrap();
     assert_eq!(patched.data.unwrap()["k"], "2");
@@ -68,19 +81,43 @@ async fn typed_lease_api_supports_optimistic_replace() {
     let created = api.create(&PostParams::default(), &lease).await.unwrap();
     let mut mine = created.clone();
     mine.spec.as_mut().unwrap().holder_identity = Some("b".into());
-    api.replace("leader", &PostParams::default(), &mine).await.unwrap();
-    let stale = api.replace("leader", &PostParams::default(), &created).await.unwrap_err();
-    assert!(matches!(stale, kube::Error::Api(ref s) if s.code == 409 && s.reason == "Conflict"), "{stale:?}");
+    api.replace("leader", &PostParams::default(), &mine)
+        .await
+        .unwrap();
+    let stale = api
+        .replace("leader", &PostParams::default(), &created)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(stale, kube::Error::Api(ref s) if s.code == 409 && s.reason == "Conflict"),
+        "{stale:?}"
+    );
 }
 
 #[tokio::test]
 async fn dynamic_objects_work_through_discovery() {
     let s = server().await;
     let client = s.kube_client().unwrap();
-    let discovery = Discovery::new(client.clone()).run().await.expect("discovery runs");
+    let discovery = Discovery::new(client.clone())
+        .run()
+        .await
+        .expect("discovery runs");
     assert!(discovery.has_group("apps") && discovery.has_group("coordination.k8s.io"));
+    let aggregated = Discovery::new(client.clone())
+        .run_aggregated()
+        .await
+        .expect("aggregated discovery runs");
+    let (leases, caps) = aggregated
+        .resolve_gvk(&GroupVersionKind::gvk("coordination.k8s.io", "v1", "Lease"))
+        .expect("leases in aggregated discovery");
+    assert_eq!(
+        (leases.plural.as_str(), caps.scope),
+        ("leases", discovery::Scope::Namespaced)
+    );
     let gvk = GroupVersionKind::gvk("apps", "v1", "Deployment");
-    let (ar, caps) = discovery::pinned_kind(&client, &gvk).await.expect("deployments are discoverable");
+    let (ar, caps) = discovery::pinned_kind(&client, &gvk)
+        .await
+        .expect("deployments are discoverable");
     assert_eq!(caps.scope, discovery::Scope::Namespaced);
     let api: Api<DynamicObject> = Api::namespaced_with(client, "default", &ar);
     let obj: DynamicObject = serde_json::from_value(serde_json::json!({
@@ -91,7 +128,10 @@ async fn dynamic_objects_work_through_discovery() {
     .unwrap();
     api.create(&PostParams::default(), &obj).await.unwrap();
     let got = api.get("d").await.unwrap();
-    assert_eq!(got.data["spec"]["template"]["spec"]["containers"][0]["image"], "i");
+    assert_eq!(
+        got.data["spec"]["template"]["spec"]["containers"][0]["image"],
+        "i"
+    );
 }
 
 /// Waits until the watcher stream yields an applied object named `name`.
@@ -102,7 +142,11 @@ async fn until_applied(
     tokio::time::timeout(WAIT, async {
         while let Some(event) = stream.next().await {
             match event {
-                Ok(Event::Apply(o) | Event::InitApply(o)) if o.metadata.name.as_deref() == Some(name) => return,
+                Ok(Event::Apply(o) | Event::InitApply(o))
+                    if o.metadata.name.as_deref() == Some(name) =>
+                {
+                    return;
+                }
                 _ => {}
             }
         }
@@ -117,10 +161,14 @@ async fn runtime_watcher_recovers_from_a_dropped_watch() {
     let s = server().await;
     let api: Api<ConfigMap> = Api::default_namespaced(s.kube_client().unwrap());
     let mut stream = watcher::watcher(api.clone(), watcher::Config::default()).boxed();
-    api.create(&PostParams::default(), &cm("before", "1")).await.unwrap();
+    api.create(&PostParams::default(), &cm("before", "1"))
+        .await
+        .unwrap();
     until_applied(&mut stream, "before").await;
     s.faults().close_watches();
-    api.create(&PostParams::default(), &cm("after", "1")).await.unwrap();
+    api.create(&PostParams::default(), &cm("after", "1"))
+        .await
+        .unwrap();
     until_applied(&mut stream, "after").await;
 }
 
@@ -129,7 +177,9 @@ async fn runtime_watcher_relists_after_410_gone() {
     let s = server().await;
     let api: Api<ConfigMap> = Api::default_namespaced(s.kube_client().unwrap());
     let mut stream = watcher::watcher(api.clone(), watcher::Config::default()).boxed();
-    api.create(&PostParams::default(), &cm("first", "1")).await.unwrap();
+    api.create(&PostParams::default(), &cm("first", "1"))
+        .await
+        .unwrap();
     until_applied(&mut stream, "first").await;
     // Hold requests, drop the watch, change state behind the watcher's back and forget the
     // history: its re-watch from the old version gets 410 and only a relist can show "missed".

@@ -32,10 +32,18 @@ struct Kubectl {
 
 impl Kubectl {
     fn new(server: &ApiServer, test: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("embedded-apiserver-kubectl-{}-{test}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!(
+            "embedded-apiserver-kubectl-{}-{test}",
+            std::process::id()
+        ));
         std::fs::create_dir_all(&dir).expect("temp dir");
-        server.write_kubeconfig(&dir.join("kubeconfig")).expect("kubeconfig");
-        Kubectl { bin: kubectl_binary(), dir }
+        server
+            .write_kubeconfig(&dir.join("kubeconfig"))
+            .expect("kubeconfig");
+        Kubectl {
+            bin: kubectl_binary(),
+            dir,
+        }
     }
 
     fn command(&self, args: &[&str]) -> Command {
@@ -56,7 +64,11 @@ impl Kubectl {
             .await?
             .with_context(|| format!("failed to run {what}"))?;
         if !out.status.success() {
-            bail!("{what} failed: {}{}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
+            bail!(
+                "{what} failed: {}{}",
+                String::from_utf8_lossy(&out.stderr),
+                String::from_utf8_lossy(&out.stdout)
+            );
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
@@ -85,15 +97,30 @@ const CM_V2: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo\n 
 async fn kubectl_apply_creates_then_updates_and_get_shows_the_result() {
     let s = server().await;
     let k = Kubectl::new(&s, "apply");
-    let out = k.run(&["apply", "-f", p(&k.write("cm.yaml", CM_V1))]).await.unwrap();
+    let out = k
+        .run(&["apply", "-f", p(&k.write("cm.yaml", CM_V1))])
+        .await
+        .unwrap();
     assert!(out.contains("configmap/demo created"), "{out}");
-    let out = k.run(&["apply", "-f", p(&k.write("cm.yaml", CM_V2))]).await.unwrap();
+    let out = k
+        .run(&["apply", "-f", p(&k.write("cm.yaml", CM_V2))])
+        .await
+        .unwrap();
     assert!(out.contains("configmap/demo configured"), "{out}");
-    let value = k.run(&["get", "configmap", "demo", "-o", "jsonpath={.data.a}"]).await.unwrap();
+    let value = k
+        .run(&["get", "configmap", "demo", "-o", "jsonpath={.data.a}"])
+        .await
+        .unwrap();
     assert_eq!(value, "2");
     let table = k.run(&["get", "cm"]).await.unwrap();
-    assert!(table.starts_with("NAME") && table.contains("demo"), "{table}");
-    let by_label = k.run(&["get", "cm", "-l", "app=web", "-o", "name"]).await.unwrap();
+    assert!(
+        table.starts_with("NAME") && table.contains("demo"),
+        "{table}"
+    );
+    let by_label = k
+        .run(&["get", "cm", "-l", "app=web", "-o", "name"])
+        .await
+        .unwrap();
     assert_eq!(by_label.trim(), "configmap/demo");
 }
 
@@ -101,9 +128,17 @@ async fn kubectl_apply_creates_then_updates_and_get_shows_the_result() {
 async fn kubectl_get_watch_prints_later_changes() {
     let s = server().await;
     let k = Kubectl::new(&s, "watch");
-    k.run(&["apply", "-f", p(&k.write("cm.yaml", CM_V1))]).await.unwrap();
+    k.run(&["apply", "-f", p(&k.write("cm.yaml", CM_V1))])
+        .await
+        .unwrap();
     let mut child = k
-        .command(&["get", "configmaps", "-w", "-o", "jsonpath={.data.a}{\"\\n\"}"])
+        .command(&[
+            "get",
+            "configmaps",
+            "-w",
+            "-o",
+            "jsonpath={.data.a}{\"\\n\"}",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -127,7 +162,9 @@ async fn kubectl_get_watch_prints_later_changes() {
     };
     let (first, rx) = next_line(rx).await;
     assert_eq!(first.expect("initial state printed"), "1");
-    k.run(&["apply", "-f", p(&k.write("cm.yaml", CM_V2))]).await.unwrap();
+    k.run(&["apply", "-f", p(&k.write("cm.yaml", CM_V2))])
+        .await
+        .unwrap();
     let (second, _rx) = next_line(rx).await;
     assert_eq!(second.expect("the change is printed"), "2");
     child.kill().ok();
@@ -155,16 +192,41 @@ spec:
 async fn kubectl_patch_merges_and_patches_the_status_subresource() {
     let s = server().await;
     let k = Kubectl::new(&s, "patch");
-    k.run(&["apply", "-f", p(&k.write("d.yaml", DEPLOY))]).await.unwrap();
-    k.run(&["patch", "deployment", "web", "--type", "merge", "-p", r#"{"spec":{"replicas":3}}"#])
+    k.run(&["apply", "-f", p(&k.write("d.yaml", DEPLOY))])
         .await
         .unwrap();
-    k.run(&["patch", "deployment", "web", "-p", r#"{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"nginx:2"}]}}}}"#])
-        .await
-        .unwrap();
-    k.run(&["patch", "deployment", "web", "--subresource=status", "--type", "merge", "-p", r#"{"status":{"readyReplicas":2}}"#])
-        .await
-        .unwrap();
+    k.run(&[
+        "patch",
+        "deployment",
+        "web",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"replicas":3}}"#,
+    ])
+    .await
+    .unwrap();
+    k.run(&[
+        "patch",
+        "deployment",
+        "web",
+        "-p",
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"nginx:2"}]}}}}"#,
+    ])
+    .await
+    .unwrap();
+    k.run(&[
+        "patch",
+        "deployment",
+        "web",
+        "--subresource=status",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"status":{"readyReplicas":2}}"#,
+    ])
+    .await
+    .unwrap();
     let out = k
         .run(&["get", "deploy", "web", "-o", "jsonpath={.spec.replicas} {.spec.template.spec.containers[*].image} {.status.readyReplicas} {.metadata.generation}"])
         .await
@@ -176,7 +238,9 @@ async fn kubectl_patch_merges_and_patches_the_status_subresource() {
 async fn kubectl_delete_removes_the_object() {
     let s = server().await;
     let k = Kubectl::new(&s, "delete");
-    k.run(&["apply", "-f", p(&k.write("cm.yaml", CM_V1))]).await.unwrap();
+    k.run(&["apply", "-f", p(&k.write("cm.yaml", CM_V1))])
+        .await
+        .unwrap();
     let out = k.run(&["delete", "configmap", "demo"]).await.unwrap();
     assert!(out.contains("deleted"), "{out}");
     let err = k.run(&["get", "configmap", "demo"]).await.unwrap_err();
@@ -189,12 +253,26 @@ async fn kubectl_api_resources_lists_the_built_in_kinds() {
     let k = Kubectl::new(&s, "api-resources");
     let out = k.run(&["api-resources", "--no-headers"]).await.unwrap();
     for line in [
-        "configmaps", "namespaces", "pods", "secrets", "services", "serviceaccounts", "events",
-        "deployments", "leases", "customresourcedefinitions",
+        "configmaps",
+        "namespaces",
+        "pods",
+        "secrets",
+        "services",
+        "serviceaccounts",
+        "events",
+        "deployments",
+        "leases",
+        "customresourcedefinitions",
     ] {
-        assert!(out.lines().any(|l| l.starts_with(line)), "{line} missing from:\n{out}");
+        assert!(
+            out.lines().any(|l| l.starts_with(line)),
+            "{line} missing from:\n{out}"
+        );
     }
-    let ns = k.run(&["api-resources", "--namespaced=false", "-o", "name"]).await.unwrap();
+    let ns = k
+        .run(&["api-resources", "--namespaced=false", "-o", "name"])
+        .await
+        .unwrap();
     assert!(ns.lines().any(|l| l == "namespaces"), "{ns}");
     assert!(!ns.lines().any(|l| l == "configmaps"), "{ns}");
 }
@@ -220,24 +298,63 @@ spec:
 async fn kubectl_creates_a_crd_then_its_custom_resource() {
     let s = server().await;
     let k = Kubectl::new(&s, "crd");
-    k.run(&["apply", "-f", p(&k.write("crd.yaml", CRD))]).await.unwrap();
-    let widget = "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {size: 3}\n";
-    let out = k.run(&["apply", "-f", p(&k.write("w.yaml", widget))]).await.unwrap();
+    k.run(&["apply", "-f", p(&k.write("crd.yaml", CRD))])
+        .await
+        .unwrap();
+    let widget =
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {size: 3}\n";
+    let out = k
+        .run(&["apply", "-f", p(&k.write("w.yaml", widget))])
+        .await
+        .unwrap();
     assert!(out.contains("widget.example.com/w1 created"), "{out}");
-    let out = k.run(&["get", "wd", "w1", "-o", "jsonpath={.spec.size}"]).await.unwrap();
+    let out = k
+        .run(&["get", "wd", "w1", "-o", "jsonpath={.spec.size}"])
+        .await
+        .unwrap();
     assert_eq!(out, "3");
     // Changing a field client-side apply set conflicts with its manager, as on a real server.
     let changed = k.write("w.yaml", &widget.replace("3", "4"));
-    let err = k.run(&["apply", "--server-side", "-f", p(&changed)]).await.unwrap_err();
-    assert!(err.to_string().contains("kubectl-client-side-apply"), "{err}");
-    let out = k.run(&["apply", "--server-side", "--force-conflicts", "-f", p(&changed)]).await.unwrap();
-    assert!(out.contains("serverside-applied"), "{out}");
-    let out = k.run(&["get", "widgets.example.com", "w1", "-o", "jsonpath={.spec.size}"]).await.unwrap();
-    assert_eq!(out, "4");
-    let resources = k.run(&["api-resources", "--api-group=example.com", "-o", "name"]).await.unwrap();
-    assert_eq!(resources.trim(), "widgets.example.com");
-    tokio::time::timeout(Duration::from_secs(30), k.run(&["delete", "crd", "widgets.example.com"]))
+    let err = k
+        .run(&["apply", "--server-side", "-f", p(&changed)])
         .await
-        .expect("delete finishes")
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("kubectl-client-side-apply"),
+        "{err}"
+    );
+    let out = k
+        .run(&[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            p(&changed),
+        ])
+        .await
         .unwrap();
+    assert!(out.contains("serverside-applied"), "{out}");
+    let out = k
+        .run(&[
+            "get",
+            "widgets.example.com",
+            "w1",
+            "-o",
+            "jsonpath={.spec.size}",
+        ])
+        .await
+        .unwrap();
+    assert_eq!(out, "4");
+    let resources = k
+        .run(&["api-resources", "--api-group=example.com", "-o", "name"])
+        .await
+        .unwrap();
+    assert_eq!(resources.trim(), "widgets.example.com");
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        k.run(&["delete", "crd", "widgets.example.com"]),
+    )
+    .await
+    .expect("delete finishes")
+    .unwrap();
 }

@@ -19,8 +19,13 @@ fn names(list: &Value) -> Vec<String> {
 }
 
 async fn seed(h: &Http) {
-    h.post(CMS, &configmap("web", json!({"app": "web", "tier": "front"}))).await;
-    h.post(CMS, &configmap("db", json!({"app": "db", "tier": "back"}))).await;
+    h.post(
+        CMS,
+        &configmap("web", json!({"app": "web", "tier": "front"})),
+    )
+    .await;
+    h.post(CMS, &configmap("db", json!({"app": "db", "tier": "back"})))
+        .await;
     h.post(CMS, &configmap("bare", json!({}))).await;
 }
 
@@ -45,12 +50,22 @@ async fn field_selectors_filter_by_name_and_namespace() {
     let s = server().await;
     let h = Http::new(&s);
     seed(&h).await;
-    h.post("/api/v1/namespaces/kube-system/configmaps", &configmap("sys", json!({}))).await;
-    let (_, l) = h.get(&format!("{CMS}?fieldSelector=metadata.name%3Ddb")).await;
+    h.post(
+        "/api/v1/namespaces/kube-system/configmaps",
+        &configmap("sys", json!({})),
+    )
+    .await;
+    let (_, l) = h
+        .get(&format!("{CMS}?fieldSelector=metadata.name%3Ddb"))
+        .await;
     assert_eq!(names(&l), ["db"]);
-    let (_, l) = h.get("/api/v1/configmaps?fieldSelector=metadata.namespace%3Dkube-system").await;
+    let (_, l) = h
+        .get("/api/v1/configmaps?fieldSelector=metadata.namespace%3Dkube-system")
+        .await;
     assert_eq!(names(&l), ["sys"]);
-    let (_, l) = h.get("/api/v1/configmaps?fieldSelector=metadata.namespace!%3Dkube-system").await;
+    let (_, l) = h
+        .get("/api/v1/configmaps?fieldSelector=metadata.namespace!%3Dkube-system")
+        .await;
     assert_eq!(names(&l), ["bare", "db", "web"]);
 }
 
@@ -67,11 +82,18 @@ async fn limit_and_continue_page_through_the_collection() {
     let first_rv = rv(&page);
     loop {
         seen.extend(names(&page));
-        let Some(token) = page["metadata"]["continue"].as_str().filter(|t| !t.is_empty()) else {
+        let Some(token) = page["metadata"]["continue"]
+            .as_str()
+            .filter(|t| !t.is_empty())
+        else {
             break;
         };
         page = h.get(&format!("{CMS}?limit=2&continue={token}")).await.1;
-        assert_eq!(rv(&page), first_rv, "every page reports the first page's version");
+        assert_eq!(
+            rv(&page),
+            first_rv,
+            "every page reports the first page's version"
+        );
     }
     assert_eq!(seen, ["c0", "c1", "c2", "c3", "c4"]);
 }
@@ -83,11 +105,25 @@ async fn watch_from_a_resource_version_replays_the_history_after_it() {
     let (_, a) = h.post(CMS, &configmap("a", json!({}))).await;
     h.post(CMS, &configmap("b", json!({}))).await;
     h.delete(&format!("{CMS}/a")).await;
-    let mut w = h.watch(&format!("{CMS}?watch=true&resourceVersion={}", rv(&a))).await;
+    let mut w = h
+        .watch(&format!("{CMS}?watch=true&resourceVersion={}", rv(&a)))
+        .await;
     let e1 = w.next_change().await.expect("event");
-    assert_eq!((e1["type"].as_str(), e1["object"]["metadata"]["name"].as_str()), (Some("ADDED"), Some("b")));
+    assert_eq!(
+        (
+            e1["type"].as_str(),
+            e1["object"]["metadata"]["name"].as_str()
+        ),
+        (Some("ADDED"), Some("b"))
+    );
     let e2 = w.next_change().await.expect("event");
-    assert_eq!((e2["type"].as_str(), e2["object"]["metadata"]["name"].as_str()), (Some("DELETED"), Some("a")));
+    assert_eq!(
+        (
+            e2["type"].as_str(),
+            e2["object"]["metadata"]["name"].as_str()
+        ),
+        (Some("DELETED"), Some("a"))
+    );
     h.post(CMS, &configmap("c", json!({}))).await;
     let e3 = w.next_change().await.expect("live event");
     assert_eq!(e3["object"]["metadata"]["name"], "c");
@@ -102,10 +138,16 @@ async fn watch_without_a_version_starts_with_the_current_objects() {
     h.post(CMS, &configmap("b", json!({}))).await;
     let mut w = h.watch(&format!("{CMS}?watch=1&labelSelector=x")).await;
     let e = w.next_change().await.expect("initial event");
-    assert_eq!((e["type"].as_str(), e["object"]["metadata"]["name"].as_str()), (Some("ADDED"), Some("a")));
+    assert_eq!(
+        (e["type"].as_str(), e["object"]["metadata"]["name"].as_str()),
+        (Some("ADDED"), Some("a"))
+    );
     h.post(CMS, &configmap("c", json!({"x": "2"}))).await;
     let e = w.next_change().await.expect("live event");
-    assert_eq!(e["object"]["metadata"]["name"], "c", "b is filtered out by the selector");
+    assert_eq!(
+        e["object"]["metadata"]["name"], "c",
+        "b is filtered out by the selector"
+    );
 }
 
 #[tokio::test]
@@ -115,16 +157,30 @@ async fn bookmarks_arrive_only_when_allowed() {
     let (_, list) = h.get(CMS).await;
     let base = rv(&list);
     let mut w = h
-        .watch(&format!("{CMS}?watch=true&allowWatchBookmarks=true&resourceVersion={base}"))
+        .watch(&format!(
+            "{CMS}?watch=true&allowWatchBookmarks=true&resourceVersion={base}"
+        ))
         .await;
-    h.post("/api/v1/namespaces/kube-system/configmaps", &configmap("elsewhere", json!({}))).await;
+    h.post(
+        "/api/v1/namespaces/kube-system/configmaps",
+        &configmap("elsewhere", json!({})),
+    )
+    .await;
     let e = w.next().await.expect("bookmark");
     assert_eq!(e["type"], "BOOKMARK");
-    assert!(rv(&e["object"]) > base, "bookmark carries the newer version");
+    assert!(
+        rv(&e["object"]) > base,
+        "bookmark carries the newer version"
+    );
     let mut plain = h
-        .watch(&format!("{CMS}?watch=true&resourceVersion={base}&timeoutSeconds=1"))
+        .watch(&format!(
+            "{CMS}?watch=true&resourceVersion={base}&timeoutSeconds=1"
+        ))
         .await;
-    assert!(plain.next().await.is_none(), "no bookmark without allowWatchBookmarks");
+    assert!(
+        plain.next().await.is_none(),
+        "no bookmark without allowWatchBookmarks"
+    );
 }
 
 #[tokio::test]
@@ -138,7 +194,10 @@ async fn send_initial_events_ends_with_an_annotated_bookmark() {
     assert_eq!(w.next().await.expect("added")["type"], "ADDED");
     let b = w.next().await.expect("bookmark");
     assert_eq!(b["type"], "BOOKMARK");
-    assert_eq!(b["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
+    assert_eq!(
+        b["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
 }
 
 #[tokio::test]
@@ -151,14 +210,19 @@ async fn versions_older_than_the_history_window_get_410_gone() {
     for i in 0..5 {
         h.post(CMS, &configmap(&format!("c{i}"), json!({}))).await;
     }
-    let mut w = h.watch(&format!("{CMS}?watch=true&resourceVersion={}", rv(&first))).await;
+    let mut w = h
+        .watch(&format!("{CMS}?watch=true&resourceVersion={}", rv(&first)))
+        .await;
     let e = w.next().await.expect("error event");
     assert_eq!(e["type"], "ERROR");
     assert_eq!(e["object"]["code"], 410);
     assert_eq!(e["object"]["reason"], "Gone");
     assert!(w.next().await.is_none(), "the stream ends after the error");
     let (code, st) = h
-        .get(&format!("{CMS}?resourceVersion={}&resourceVersionMatch=Exact", rv(&first)))
+        .get(&format!(
+            "{CMS}?resourceVersion={}&resourceVersionMatch=Exact",
+            rv(&first)
+        ))
         .await;
     assert_eq!((code, st["reason"].as_str()), (410, Some("Gone")));
     if let Some(token) = token {
@@ -172,10 +236,18 @@ async fn timeout_seconds_ends_the_watch() {
     let s = server().await;
     let h = Http::new(&s);
     let started = std::time::Instant::now();
-    let mut w = h.watch(&format!("{CMS}?watch=true&resourceVersion={}&timeoutSeconds=1", s.resource_version())).await;
+    let mut w = h
+        .watch(&format!(
+            "{CMS}?watch=true&resourceVersion={}&timeoutSeconds=1",
+            s.resource_version()
+        ))
+        .await;
     assert!(w.next().await.is_none());
     let took = started.elapsed();
-    assert!(took >= std::time::Duration::from_millis(900) && took < std::time::Duration::from_secs(5), "{took:?}");
+    assert!(
+        took >= std::time::Duration::from_millis(900) && took < std::time::Duration::from_secs(5),
+        "{took:?}"
+    );
 }
 
 #[tokio::test]
@@ -184,10 +256,21 @@ async fn watch_of_one_object_by_field_selector_sees_only_it() {
     let h = Http::new(&s);
     let (_, a) = h.post(CMS, &configmap("a", json!({}))).await;
     let mut w = h
-        .watch(&format!("{CMS}?watch=true&fieldSelector=metadata.name%3Da&resourceVersion={}", rv(&a)))
+        .watch(&format!(
+            "{CMS}?watch=true&fieldSelector=metadata.name%3Da&resourceVersion={}",
+            rv(&a)
+        ))
         .await;
     h.post(CMS, &configmap("b", json!({}))).await;
-    h.patch(&format!("{CMS}/a"), "application/merge-patch+json", &json!({"data": {"k": "2"}})).await;
+    h.patch(
+        &format!("{CMS}/a"),
+        "application/merge-patch+json",
+        &json!({"data": {"k": "2"}}),
+    )
+    .await;
     let e = w.next_change().await.expect("event");
-    assert_eq!((e["type"].as_str(), e["object"]["metadata"]["name"].as_str()), (Some("MODIFIED"), Some("a")));
+    assert_eq!(
+        (e["type"].as_str(), e["object"]["metadata"]["name"].as_str()),
+        (Some("MODIFIED"), Some("a"))
+    );
 }

@@ -29,7 +29,12 @@ async fn create_returns_201_with_uid_timestamp_generation_and_a_fresh_version() 
     assert_eq!(code, 201, "{obj}");
     assert_eq!(obj["metadata"]["generation"], 1);
     assert_eq!(obj["metadata"]["uid"].as_str().unwrap().len(), 36);
-    assert!(obj["metadata"]["creationTimestamp"].as_str().unwrap().ends_with('Z'));
+    assert!(
+        obj["metadata"]["creationTimestamp"]
+            .as_str()
+            .unwrap()
+            .ends_with('Z')
+    );
     assert!(rv(&obj) > before);
 }
 
@@ -37,11 +42,15 @@ async fn create_returns_201_with_uid_timestamp_generation_and_a_fresh_version() 
 async fn generate_name_gets_a_random_suffix() {
     let s = server().await;
     let h = Http::new(&s);
-    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "job-"}});
+    let body =
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "job-"}});
     let (code, a) = h.post(CMS, &body).await;
     let (_, b) = h.post(CMS, &body).await;
     assert_eq!(code, 201);
-    let (a, b) = (a["metadata"]["name"].as_str().unwrap(), b["metadata"]["name"].as_str().unwrap());
+    let (a, b) = (
+        a["metadata"]["name"].as_str().unwrap(),
+        b["metadata"]["name"].as_str().unwrap(),
+    );
     assert!(a.starts_with("job-") && a.len() == 9, "{a}");
     assert_ne!(a, b);
 }
@@ -102,11 +111,17 @@ async fn generation_increments_only_when_something_outside_metadata_and_status_c
     let mut labeled = obj.clone();
     labeled["metadata"]["labels"] = json!({"x": "y"});
     let (_, after_label) = h.put(&path, &labeled).await;
-    assert_eq!(after_label["metadata"]["generation"], 1, "metadata change keeps generation");
+    assert_eq!(
+        after_label["metadata"]["generation"], 1,
+        "metadata change keeps generation"
+    );
     let mut scaled = after_label.clone();
     scaled["spec"]["replicas"] = json!(3);
     let (_, after_scale) = h.put(&path, &scaled).await;
-    assert_eq!(after_scale["metadata"]["generation"], 2, "spec change bumps generation");
+    assert_eq!(
+        after_scale["metadata"]["generation"], 2,
+        "spec change bumps generation"
+    );
 }
 
 #[tokio::test]
@@ -118,7 +133,12 @@ async fn main_endpoint_ignores_status_and_status_endpoint_changes_only_status() 
     let mut with_status = obj.clone();
     with_status["status"] = json!({"replicas": 7});
     let (_, after) = h.put(&path, &with_status).await;
-    assert!(after.get("status").is_none_or(|s| s.get("replicas").is_none()), "{after}");
+    assert!(
+        after
+            .get("status")
+            .is_none_or(|s| s.get("replicas").is_none()),
+        "{after}"
+    );
     let mut status_write = after.clone();
     status_write["status"] = json!({"replicas": 3});
     status_write["spec"]["replicas"] = json!(9);
@@ -128,7 +148,11 @@ async fn main_endpoint_ignores_status_and_status_endpoint_changes_only_status() 
     assert_eq!(after["spec"]["replicas"], 1, "status endpoint ignores spec");
     assert_eq!(after["metadata"]["generation"], 1);
     let (_, merged) = h
-        .patch(&format!("{path}/status"), "application/merge-patch+json", &json!({"status": {"readyReplicas": 1}}))
+        .patch(
+            &format!("{path}/status"),
+            "application/merge-patch+json",
+            &json!({"status": {"readyReplicas": 1}}),
+        )
         .await;
     assert_eq!(merged["status"], json!({"replicas": 3, "readyReplicas": 1}));
 }
@@ -140,12 +164,20 @@ async fn merge_json_and_strategic_patches_change_the_object() {
     h.post(DEPLOYS, &deployment("web")).await;
     let path = format!("{DEPLOYS}/web");
     let (code, merged) = h
-        .patch(&path, "application/merge-patch+json", &json!({"metadata": {"labels": {"a": "b"}}}))
+        .patch(
+            &path,
+            "application/merge-patch+json",
+            &json!({"metadata": {"labels": {"a": "b"}}}),
+        )
         .await;
     assert_eq!(code, 200, "{merged}");
     assert_eq!(merged["metadata"]["labels"]["a"], "b");
     let (code, jp) = h
-        .patch(&path, "application/json-patch+json", &json!([{"op": "replace", "path": "/spec/replicas", "value": 4}]))
+        .patch(
+            &path,
+            "application/json-patch+json",
+            &json!([{"op": "replace", "path": "/spec/replicas", "value": 4}]),
+        )
         .await;
     assert_eq!(code, 200, "{jp}");
     assert_eq!(jp["spec"]["replicas"], 4);
@@ -158,11 +190,19 @@ async fn merge_json_and_strategic_patches_change_the_object() {
         .await;
     assert_eq!(code, 200, "{smp}");
     let containers = &smp["spec"]["template"]["spec"]["containers"];
-    assert_eq!(containers.as_array().unwrap().len(), 2, "merged by name: {containers}");
+    assert_eq!(
+        containers.as_array().unwrap().len(),
+        2,
+        "merged by name: {containers}"
+    );
     assert_eq!(containers[0]["image"], "nginx:2");
     assert_eq!(containers[1]["name"], "side");
     let (code, failed) = h
-        .patch(&path, "application/json-patch+json", &json!([{"op": "test", "path": "/spec/replicas", "value": 99}]))
+        .patch(
+            &path,
+            "application/json-patch+json",
+            &json!([{"op": "test", "path": "/spec/replicas", "value": 99}]),
+        )
         .await;
     assert_eq!(code, 422, "{failed}");
 }
@@ -175,14 +215,24 @@ async fn server_side_apply_needs_a_field_manager_and_conflicts_unless_forced() {
     let ct = "application/apply-patch+yaml";
     let (code, _) = h.patch(&format!("{CMS}/ssa"), ct, &applied).await;
     assert_eq!(code, 400, "fieldManager is required");
-    let (code, created) = h.patch(&format!("{CMS}/ssa?fieldManager=alice"), ct, &applied).await;
+    let (code, created) = h
+        .patch(&format!("{CMS}/ssa?fieldManager=alice"), ct, &applied)
+        .await;
     assert_eq!(code, 201, "{created}");
     assert_eq!(created["metadata"]["managedFields"][0]["manager"], "alice");
     let other = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": {"k": "two"}});
-    let (code, status) = h.patch(&format!("{CMS}/ssa?fieldManager=bob"), ct, &other).await;
+    let (code, status) = h
+        .patch(&format!("{CMS}/ssa?fieldManager=bob"), ct, &other)
+        .await;
     assert_eq!(code, 409, "{status}");
     assert_eq!(status["reason"], "Conflict");
-    let (code, forced) = h.patch(&format!("{CMS}/ssa?fieldManager=bob&force=true"), ct, &other).await;
+    let (code, forced) = h
+        .patch(
+            &format!("{CMS}/ssa?fieldManager=bob&force=true"),
+            ct,
+            &other,
+        )
+        .await;
     assert_eq!(code, 200, "{forced}");
     assert_eq!(forced["data"]["k"], "two");
 }
@@ -239,7 +289,8 @@ async fn orphan_propagation_keeps_dependents_and_drops_their_owner_reference() {
     child["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "ConfigMap",
         "name": "owner", "uid": owner["metadata"]["uid"]}]);
     h.post(CMS, &child).await;
-    h.delete(&format!("{CMS}/owner?propagationPolicy=Orphan")).await;
+    h.delete(&format!("{CMS}/owner?propagationPolicy=Orphan"))
+        .await;
     let (code, child) = h.get(&format!("{CMS}/child")).await;
     assert_eq!(code, 200);
     assert_eq!(child["metadata"]["ownerReferences"], json!([]));
@@ -252,11 +303,22 @@ async fn namespaced_writes_need_an_existing_namespace() {
     for ns in ["default", "kube-system"] {
         assert_eq!(h.get(&format!("/api/v1/namespaces/{ns}")).await.0, 200);
     }
-    let (code, status) = h.post("/api/v1/namespaces/nope/configmaps", &configmap("a", json!({}))).await;
+    let (code, status) = h
+        .post(
+            "/api/v1/namespaces/nope/configmaps",
+            &configmap("a", json!({})),
+        )
+        .await;
     assert_eq!(code, 404);
     assert_eq!(status["details"]["kind"], "namespaces");
-    h.post("/api/v1/namespaces", &json!({"metadata": {"name": "team"}})).await;
-    let (code, _) = h.post("/api/v1/namespaces/team/configmaps", &configmap("a", json!({}))).await;
+    h.post("/api/v1/namespaces", &json!({"metadata": {"name": "team"}}))
+        .await;
+    let (code, _) = h
+        .post(
+            "/api/v1/namespaces/team/configmaps",
+            &configmap("a", json!({})),
+        )
+        .await;
     assert_eq!(code, 201);
 }
 
@@ -264,8 +326,13 @@ async fn namespaced_writes_need_an_existing_namespace() {
 async fn deleting_a_namespace_removes_its_contents_then_the_namespace() {
     let s = server().await;
     let h = Http::new(&s);
-    h.post("/api/v1/namespaces", &json!({"metadata": {"name": "tmp"}})).await;
-    h.post("/api/v1/namespaces/tmp/configmaps", &configmap("a", json!({}))).await;
+    h.post("/api/v1/namespaces", &json!({"metadata": {"name": "tmp"}}))
+        .await;
+    h.post(
+        "/api/v1/namespaces/tmp/configmaps",
+        &configmap("a", json!({})),
+    )
+    .await;
     let (code, ns) = h.delete("/api/v1/namespaces/tmp").await;
     assert!(code == 200 || code == 202, "{ns}");
     eventually("the namespace to disappear", || async {
@@ -283,7 +350,10 @@ async fn errors_are_status_bodies_with_reason_and_code() {
     assert_eq!((code, st["reason"].as_str()), (404, Some("NotFound")));
     assert_eq!(st["details"]["name"], "missing");
     let (code, st) = h.put(CMS, &configmap("x", json!({}))).await;
-    assert_eq!((code, st["reason"].as_str()), (405, Some("MethodNotAllowed")));
+    assert_eq!(
+        (code, st["reason"].as_str()),
+        (405, Some("MethodNotAllowed"))
+    );
     let (code, st) = h.post(CMS, &configmap("Bad_Name", json!({}))).await;
     assert_eq!((code, st["reason"].as_str()), (422, Some("Invalid")));
     let (code, st) = h.get("/apis/nothing.example.com/v1/things").await;
@@ -306,10 +376,21 @@ async fn a_crd_serves_its_kind_with_discovery_until_it_is_deleted() {
     });
     let widgets = "/apis/example.com/v1/namespaces/default/widgets";
     assert_eq!(h.get(widgets).await.0, 404);
-    let (code, created) = h.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", &crd).await;
+    let (code, created) = h
+        .post(
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            &crd,
+        )
+        .await;
     assert_eq!(code, 201, "{created}");
     let (_, groups) = h.get("/apis").await;
-    assert!(groups["groups"].as_array().unwrap().iter().any(|g| g["name"] == "example.com"));
+    assert!(
+        groups["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["name"] == "example.com")
+    );
     let (_, resources) = h.get("/apis/example.com/v1").await;
     assert_eq!(resources["resources"][0]["name"], "widgets");
     let (code, w) = h
@@ -317,16 +398,27 @@ async fn a_crd_serves_its_kind_with_discovery_until_it_is_deleted() {
         .await;
     assert_eq!(code, 201, "{w}");
     let (code, _) = h
-        .patch(&format!("{widgets}/w"), "application/strategic-merge-patch+json", &json!({"spec": {"size": 2}}))
+        .patch(
+            &format!("{widgets}/w"),
+            "application/strategic-merge-patch+json",
+            &json!({"spec": {"size": 2}}),
+        )
         .await;
     assert_eq!(code, 415, "custom resources take no strategic merge patch");
-    h.delete("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com").await;
+    h.delete("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com")
+        .await;
     eventually("the kind to stop being served", || async {
         (h.get(widgets).await.0 == 404).then_some(())
     })
     .await;
     let (_, groups) = h.get("/apis").await;
-    assert!(!groups["groups"].as_array().unwrap().iter().any(|g| g["name"] == "example.com"));
+    assert!(
+        !groups["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["name"] == "example.com")
+    );
 }
 
 #[tokio::test]
@@ -335,7 +427,13 @@ async fn discovery_lists_the_built_ins_with_their_scope() {
     let h = Http::new(&s);
     let (_, core) = h.get("/api/v1").await;
     let find = |list: &Value, name: &str| {
-        list["resources"].as_array().unwrap().iter().find(|r| r["name"] == name).cloned().unwrap()
+        list["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .cloned()
+            .unwrap()
     };
     assert_eq!(find(&core, "namespaces")["namespaced"], false);
     assert_eq!(find(&core, "pods")["namespaced"], true);

@@ -30,7 +30,8 @@ fn python() -> PathBuf {
 #[tokio::test]
 async fn official_python_client_lists_watches_replaces_and_applies() {
     let s = server().await;
-    let dir = std::env::temp_dir().join(format!("embedded-apiserver-python-{}", std::process::id()));
+    let dir =
+        std::env::temp_dir().join(format!("embedded-apiserver-python-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let kubeconfig = dir.join("kubeconfig");
     s.write_kubeconfig(&kubeconfig).unwrap();
@@ -48,6 +49,12 @@ async fn official_python_client_lists_watches_replaces_and_applies() {
     std::fs::remove_dir_all(&dir).ok();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "python checks failed:\n{stdout}\n{stderr}");
-    assert!(stdout.contains("python client: all checks passed"), "{stdout}");
+    assert!(
+        out.status.success(),
+        "python checks failed:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("python client: all checks passed"),
+        "{stdout}"
+    );
 }

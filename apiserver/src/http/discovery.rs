@@ -20,10 +20,17 @@ pub(crate) fn serve(
     cluster: &Cluster,
     method: &Method,
     segments: &[&str],
-    _headers: &HeaderMap,
+    headers: &HeaderMap,
 ) -> Option<Response> {
     if *method != Method::GET {
         return None;
+    }
+    if wants_aggregated(headers) {
+        match segments {
+            ["api"] => return Some(aggregated(cluster, true)),
+            ["apis"] => return Some(aggregated(cluster, false)),
+            _ => {}
+        }
     }
     let ok = |v: Value| Some(json_response(StatusCode::OK, v.to_string()));
     match segments {
@@ -81,6 +88,82 @@ pub(crate) fn serve(
         }
         _ => None,
     }
+}
+
+/// The media type of aggregated discovery (`apidiscovery.k8s.io/v2`).
+const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+fn wants_aggregated(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|a| a.split(',').next())
+        .is_some_and(|first| first.contains("as=APIGroupDiscoveryList") && first.contains("v=v2"))
+}
+
+/// The aggregated discovery document of the core group (`core`) or of all named groups.
+fn aggregated(cluster: &Cluster, core: bool) -> Response {
+    let groups: Vec<(String, Vec<String>)> = if core {
+        vec![(String::new(), vec!["v1".to_string()])]
+    } else {
+        cluster
+            .registry
+            .groups()
+            .into_iter()
+            .map(|g| (g.name, g.versions))
+            .collect()
+    };
+    let items: Vec<Value> = groups
+        .iter()
+        .map(|(group, versions)| {
+            let versions: Vec<Value> = versions
+                .iter()
+                .map(|v| {
+                    let resources: Vec<Value> = cluster
+                        .registry
+                        .in_group_version(group, v)
+                        .iter()
+                        .map(|r| aggregated_resource(r))
+                        .collect();
+                    json!({"version": v, "resources": resources, "freshness": "Current"})
+                })
+                .collect();
+            json!({"metadata": {"name": group}, "versions": versions})
+        })
+        .collect();
+    let doc = json!({
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": "apidiscovery.k8s.io/v2",
+        "metadata": {},
+        "items": items,
+    });
+    let mut resp = json_response(StatusCode::OK, doc.to_string());
+    if let Ok(v) = AGGREGATED.parse() {
+        resp.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    resp
+}
+
+fn aggregated_resource(r: &Resource) -> Value {
+    let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind});
+    let mut doc = json!({
+        "resource": r.plural,
+        "responseKind": gvk,
+        "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
+        "singularResource": r.singular,
+        "verbs": r.verbs,
+    });
+    if !r.short_names.is_empty() {
+        doc["shortNames"] = json!(r.short_names);
+    }
+    if !r.categories.is_empty() {
+        doc["categories"] = json!(r.categories);
+    }
+    if r.status {
+        doc["subresources"] = json!([{"subresource": "status", "responseKind": gvk,
+                                      "verbs": ["get", "patch", "update"]}]);
+    }
+    doc
 }
 
 fn group_doc(name: &str, versions: &[String]) -> Value {

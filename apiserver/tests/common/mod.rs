@@ -42,7 +42,9 @@ impl Http {
         body: Option<&Value>,
         content_type: &str,
     ) -> (u16, Value) {
-        let (code, _, body) = self.call_with_headers(method, path, body, content_type).await;
+        let (code, _, body) = self
+            .call_with_headers(method, path, body, content_type)
+            .await;
         (code, body)
     }
 
@@ -67,7 +69,11 @@ impl Http {
         let bytes = axum::body::to_bytes(axum::body::Body::new(resp.into_body()), 64 << 20)
             .await
             .expect("body");
-        (code, headers, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+        (
+            code,
+            headers,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
     }
 
     pub async fn get(&self, path: &str) -> (u16, Value) {
@@ -75,7 +81,8 @@ impl Http {
     }
 
     pub async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
-        self.call("POST", path, Some(body), "application/json").await
+        self.call("POST", path, Some(body), "application/json")
+            .await
     }
 
     pub async fn put(&self, path: &str, body: &Value) -> (u16, Value) {
@@ -92,7 +99,9 @@ impl Http {
 
     /// Opens a watch (the path carries the query) and returns a reader of its events.
     pub async fn watch(&self, path: &str) -> Watch {
-        let req = axum::http::Request::get(path).body(Vec::new()).expect("request");
+        let req = axum::http::Request::get(path)
+            .body(Vec::new())
+            .expect("request");
         let reader = self.client.request_stream(req).await.expect("watch opens");
         Watch {
             lines: Box::pin(reader.lines()),
