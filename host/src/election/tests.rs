@@ -211,7 +211,9 @@ async fn a_record_that_keeps_changing_is_never_taken_over() {
         lease.overwrite(held_by("other", Timestamp::from_second(second).unwrap(), 0));
     }
     let last_change = Instant::now();
-    b.leads_within(LEASE + MAX_RETRY_WAIT).await;
+    // Seen at b's next attempt (one jittered retry), expired a lease later, taken at the next.
+    b.leads_within(MAX_RETRY_WAIT + LEASE + MAX_RETRY_WAIT)
+        .await;
     assert!(last_change.elapsed() >= LEASE);
 }
 
@@ -279,7 +281,10 @@ async fn a_frozen_leader_stops_before_a_peer_takes_over() {
     assert_eq!(b.observed_leader().as_deref(), Some("a"));
     a.lock.freeze(true);
     let frozen = Instant::now();
-    b.leads_within(LEASE + MAX_RETRY_WAIT + RETRY).await;
+    // a's last renewal (at most one retry period before the freeze) is seen at b's next
+    // attempt, expires a lease later, and is taken at b's attempt after that.
+    b.leads_within(RETRY + MAX_RETRY_WAIT + LEASE + MAX_RETRY_WAIT)
+        .await;
     assert!(frozen.elapsed() >= LEASE - RETRY, "{:?}", frozen.elapsed());
     assert!(!a.is_leading());
     assert_eq!(terms.assert_disjoint(), 2);
