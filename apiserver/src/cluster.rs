@@ -395,6 +395,8 @@ impl Cluster {
                 |current| {
                     let mut applied = body;
                     Self::check_type(res, &mut applied)?;
+                    let sent_rv = str_at(&applied, "/metadata/resourceVersion");
+                    check_rv(res, name, current, sent_rv)?;
                     let request = apply_request(res, opts, force);
                     patch::apply(Some(current), &applied, &request)
                         .map_err(|e| apply_error(res, name, e))
