@@ -106,148 +106,85 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
+/// Opens `WATCHERS` watches, makes `writes` creates, and returns for each create and watcher
+/// the time from the create's return to the watcher receiving the event.
+async fn fanout_round(api: &Api<ConfigMap>, writes: usize, tag: u128) -> Vec<Duration> {
+    let rv = api
+        .list_metadata(&Default::default())
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .expect("list version");
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, Instant)>();
+    let mut tasks = Vec::new();
+    for _ in 0..WATCHERS {
+        let api = api.clone();
+        let tx = tx.clone();
+        let rv = rv.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut stream = api
+                .watch(&WatchParams::default(), &rv)
+                .await
+                .expect("watch")
+                .boxed();
+            while let Some(Ok(e)) = stream.next().await {
+                if let WatchEvent::Added(o) = e
+                    && tx
+                        .send((o.metadata.name.unwrap_or_default(), Instant::now()))
+                        .is_err()
+                {
+                    break;
+                }
+            }
+        }));
+    }
+    let mut latencies = Vec::new();
+    // Write 0 also waits for the watches to register; it is not measured.
+    for i in 0..=writes {
+        let name = format!("fan-{tag}-{i}");
+        api.create(&PostParams::default(), &cm(name.clone()))
+            .await
+            .expect("create");
+        let written = Instant::now();
+        let mut got = 0;
+        while got < WATCHERS {
+            let (n, at) = rx.recv().await.expect("event");
+            if n == name {
+                got += 1;
+                if i > 0 {
+                    latencies.push(at.saturating_duration_since(written));
+                }
+            }
+        }
+    }
+    for t in tasks {
+        t.abort();
+    }
+    latencies
+}
+
 fn watch_fanout(c: &mut Criterion) {
     let rt = runtime();
     let server = rt
         .block_on(ApiServer::start(Config::default()))
         .expect("server");
-    let client = server.kube_client().expect("client");
-    let api: Api<ConfigMap> = Api::default_namespaced(client.clone());
-    let mut latencies: Vec<Duration> = Vec::new();
+    let api: Api<ConfigMap> = Api::default_namespaced(server.kube_client().expect("client"));
     let mut group = c.benchmark_group("watch_fanout");
     group
         .sample_size(10)
         .measurement_time(Duration::from_secs(5));
-    group.bench_function("write_then_10_watchers_receive", |b| {
+    group.bench_function("write_then_10_watchers_receive_mean_latency", |b| {
         b.to_async(&rt).iter_custom(|iters| {
             let api = api.clone();
-            let lat = &mut latencies;
             async move {
-                let rv = api
-                    .list_metadata(&Default::default())
-                    .await
-                    .expect("list")
-                    .metadata
-                    .resource_version
-                    .unwrap();
-                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, Instant)>();
-                let mut tasks = Vec::new();
-                for _ in 0..WATCHERS {
-                    let api = api.clone();
-                    let tx = tx.clone();
-                    let rv = rv.clone();
-                    tasks.push(tokio::spawn(async move {
-                        let mut stream = api
-                            .watch(&WatchParams::default(), &rv)
-                            .await
-                            .expect("watch")
-                            .boxed();
-                        while let Some(Ok(e)) = stream.next().await {
-                            if let WatchEvent::Added(o) = e
-                                && tx
-                                    .send((o.metadata.name.unwrap_or_default(), Instant::now()))
-                                    .is_err()
-                            {
-                                break;
-                            }
-                        }
-                    }));
-                }
-                // Let every watcher register: write a marker until all report it.
-                let marker = format!("marker-{}", uuid_like());
-                api.create(&PostParams::default(), &cm(marker.clone()))
-                    .await
-                    .expect("create");
-                let mut seen = 0;
-                while seen < WATCHERS {
-                    let (name, _) = rx.recv().await.expect("marker");
-                    if name == marker {
-                        seen += 1;
-                    }
-                }
-                let mut total = Duration::ZERO;
-                for i in 0..iters.max(1) as usize {
-                    let name = format!("fan-{}-{i}", uuid_like());
-                    api.create(&PostParams::default(), &cm(name.clone()))
-                        .await
-                        .expect("create");
-                    let written = Instant::now();
-                    let mut got = 0;
-                    while got < WATCHERS {
-                        let (n, at) = rx.recv().await.expect("event");
-                        if n == name {
-                            got += 1;
-                            lat.push(at.saturating_duration_since(written));
-                        }
-                    }
-                    total += written.elapsed();
-                }
-                for t in tasks {
-                    t.abort();
-                }
-                total
+                let lat = fanout_round(&api, iters as usize, uuid_like()).await;
+                lat.iter().sum::<Duration>() / WATCHERS as u32
             }
         })
     });
     group.finish();
-    // Headline: FANOUT_WRITES more writes measured the same way.
-    latencies.clear();
-    let mut bencher_free = |lat: &mut Vec<Duration>| {
-        rt.block_on(async {
-            let rv = api
-                .list_metadata(&Default::default())
-                .await
-                .expect("list")
-                .metadata
-                .resource_version
-                .unwrap();
-            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, Instant)>();
-            let mut tasks = Vec::new();
-            for _ in 0..WATCHERS {
-                let api = api.clone();
-                let tx = tx.clone();
-                let rv = rv.clone();
-                tasks.push(tokio::spawn(async move {
-                    let mut stream = api
-                        .watch(&WatchParams::default(), &rv)
-                        .await
-                        .expect("watch")
-                        .boxed();
-                    while let Some(Ok(e)) = stream.next().await {
-                        if let WatchEvent::Added(o) = e
-                            && tx
-                                .send((o.metadata.name.unwrap_or_default(), Instant::now()))
-                                .is_err()
-                        {
-                            break;
-                        }
-                    }
-                }));
-            }
-            for i in 0..FANOUT_WRITES {
-                let name = format!("head-fan-{i}");
-                api.create(&PostParams::default(), &cm(name.clone()))
-                    .await
-                    .expect("create");
-                let written = Instant::now();
-                let mut got = 0;
-                while got < WATCHERS {
-                    let (n, at) = rx.recv().await.expect("event");
-                    if n == name {
-                        got += 1;
-                        // The first write also waits for watch registration; skip it.
-                        if i > 0 {
-                            lat.push(at.saturating_duration_since(written));
-                        }
-                    }
-                }
-            }
-            for t in tasks {
-                t.abort();
-            }
-        })
-    };
-    bencher_free(&mut latencies);
+    let mut latencies = rt.block_on(fanout_round(&api, FANOUT_WRITES, uuid_like()));
     latencies.sort();
     println!(
         "RESULT watch fan-out to {WATCHERS} watchers after the write returns ({} samples): p50 {:?}, p99 {:?}, max {:?}",
