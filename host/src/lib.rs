@@ -4,4 +4,5 @@
 
 pub mod controller;
 pub mod election;
+pub mod informer;
 pub mod queue;
