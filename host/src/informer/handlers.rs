@@ -1,0 +1,179 @@
+//! Event handlers: turn cache changes into queue keys (SEMANTICS rules 14–16).
+
+use std::sync::Arc;
+
+use super::shared::{Change, Handler};
+use crate::controller::ObjectKey;
+use crate::queue::RateLimitingQueue;
+
+/// Filters on update events (SEMANTICS rule 14). Updates whose resourceVersion did not change
+/// are always dropped; resyncs always pass.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Predicates {
+    /// Drop updates that leave `metadata.generation` unchanged (status-only writes), which stops
+    /// a controller from triggering itself by writing status.
+    pub generation_changed: bool,
+}
+
+/// Enqueues the object's own key: the handler for a controller's `for` kind.
+#[must_use]
+pub fn enqueue_self(queue: RateLimitingQueue<ObjectKey>, predicates: Predicates) -> Handler {
+    Arc::new(move |change: &Change<'_>| {
+        let object = match change {
+            Change::Added(object) | Change::Deleted(object) | Change::Resync(object) => object,
+            Change::Updated { old, new } => {
+                if !passes(predicates, old, new) {
+                    return;
+                }
+                new
+            }
+        };
+        queue.add(object.key());
+    })
+}
+
+/// Enqueues the key of the object's controlling owner of kind `owner_kind`: the handler for a
+/// controller's `owns` kinds (SEMANTICS rule 15). An update that moves the object to another
+/// owner enqueues both.
+#[must_use]
+pub fn enqueue_controller(
+    queue: RateLimitingQueue<ObjectKey>,
+    owner_api_version: &str,
+    owner_kind: &str,
+    predicates: Predicates,
+) -> Handler {
+    let (api_version, kind) = (owner_api_version.to_owned(), owner_kind.to_owned());
+    Arc::new(move |change: &Change<'_>| {
+        let owner = |object: &super::CachedObject| object.controller_key(&api_version, &kind);
+        match change {
+            Change::Added(object) | Change::Deleted(object) | Change::Resync(object) => {
+                if let Some(key) = owner(object) {
+                    queue.add(key);
+                }
+            }
+            Change::Updated { old, new } => {
+                if !passes(predicates, old, new) {
+                    return;
+                }
+                let (before, after) = (owner(old), owner(new));
+                if before != after
+                    && let Some(key) = before
+                {
+                    queue.add(key);
+                }
+                if let Some(key) = after {
+                    queue.add(key);
+                }
+            }
+        }
+    })
+}
+
+fn passes(predicates: Predicates, old: &super::CachedObject, new: &super::CachedObject) -> bool {
+    old.resource_version() != new.resource_version()
+        && (!predicates.generation_changed || old.generation() != new.generation())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::informer::CachedObject;
+
+    fn object(name: &str, rv: u32, generation: i64, owner: Option<&str>) -> Arc<CachedObject> {
+        let owners = owner.map_or(String::new(), |owner| {
+            format!(
+                r#","ownerReferences":[{{"apiVersion":"example.com/v1","kind":"App","name":"{owner}","uid":"u","controller":true}}]"#
+            )
+        });
+        let json = format!(
+            r#"{{"metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"{rv}","generation":{generation}{owners}}}}}"#
+        );
+        Arc::new(CachedObject::from_json(&json).unwrap())
+    }
+
+    fn drain(queue: &RateLimitingQueue<ObjectKey>) -> Vec<String> {
+        let mut keys = Vec::new();
+        while let Some(Some(key)) = queue.try_get() {
+            keys.push(key.to_string());
+            queue.done(&key);
+        }
+        keys
+    }
+
+    #[tokio::test]
+    async fn own_kind_changes_enqueue_the_object_itself() {
+        let queue = RateLimitingQueue::default();
+        let handler = enqueue_self(queue.clone(), Predicates::default());
+        let (v1, v2) = (object("a", 1, 1, None), object("a", 2, 1, None));
+        handler(&Change::Added(&v1));
+        assert_eq!(drain(&queue), ["ns/a"]);
+        handler(&Change::Updated { old: &v1, new: &v2 });
+        assert_eq!(
+            drain(&queue),
+            ["ns/a"],
+            "status-only update passes without the filter"
+        );
+        handler(&Change::Updated { old: &v2, new: &v2 });
+        assert_eq!(
+            drain(&queue),
+            Vec::<String>::new(),
+            "same resourceVersion is dropped"
+        );
+        handler(&Change::Deleted(&v2));
+        assert_eq!(drain(&queue), ["ns/a"]);
+        handler(&Change::Resync(&v2));
+        assert_eq!(drain(&queue), ["ns/a"]);
+    }
+
+    #[tokio::test]
+    async fn the_generation_filter_drops_status_only_updates_but_not_resyncs() {
+        let queue = RateLimitingQueue::default();
+        let handler = enqueue_self(
+            queue.clone(),
+            Predicates {
+                generation_changed: true,
+            },
+        );
+        let (v1, status, spec) = (
+            object("a", 1, 1, None),
+            object("a", 2, 1, None),
+            object("a", 3, 2, None),
+        );
+        handler(&Change::Updated {
+            old: &v1,
+            new: &status,
+        });
+        assert!(drain(&queue).is_empty());
+        handler(&Change::Updated {
+            old: &status,
+            new: &spec,
+        });
+        assert_eq!(drain(&queue), ["ns/a"]);
+        handler(&Change::Resync(&spec));
+        assert_eq!(drain(&queue), ["ns/a"]);
+    }
+
+    #[tokio::test]
+    async fn owned_objects_enqueue_their_controlling_owner() {
+        let queue = RateLimitingQueue::default();
+        let handler = enqueue_controller(
+            queue.clone(),
+            "example.com/v1",
+            "App",
+            Predicates::default(),
+        );
+        let child = object("child", 1, 1, Some("parent"));
+        handler(&Change::Added(&child));
+        assert_eq!(drain(&queue), ["ns/parent"]);
+        handler(&Change::Added(&object("orphan", 1, 1, None)));
+        assert!(drain(&queue).is_empty());
+        let moved = object("child", 2, 1, Some("other"));
+        handler(&Change::Updated {
+            old: &child,
+            new: &moved,
+        });
+        assert_eq!(drain(&queue), ["ns/parent", "ns/other"]);
+        handler(&Change::Deleted(&moved));
+        assert_eq!(drain(&queue), ["ns/other"]);
+    }
+}
