@@ -190,7 +190,8 @@ impl ApiServer {
         })
     }
 
-    /// A kube client talking to the HTTP listener.
+    /// A kube client talking to the HTTP listener. Call it inside a tokio runtime (kube spawns
+    /// its request buffer task).
     ///
     /// # Errors
     /// [`ClientError`] when kube refuses the configuration.

@@ -504,7 +504,11 @@ fn set_rv(v: &mut Value, rv: u64) {
 
 fn to_bytes(v: &Value) -> Result<Bytes, ApiError> {
     serde_json::to_vec(v)
-        .map(Bytes::from)
+        .map(|mut b| {
+            // The serializer over-allocates; stored objects keep only what they use.
+            b.shrink_to_fit();
+            Bytes::from(b)
+        })
         .map_err(|e| ApiError::Internal(format!("failed to serialize object: {e}")))
 }
 
