@@ -154,6 +154,7 @@ async fn fanout_round(api: &Api<ConfigMap>, writes: usize, tag: u128) -> Fanout 
     // Write 0 also waits for the watches to register; it is not measured.
     for i in 0..=writes {
         let name = format!("fan-{tag}-{i}");
+        let sent = Instant::now();
         api.create(&PostParams::default(), &cm(name.clone()))
             .await
             .expect("create");
