@@ -6,3 +6,4 @@ pub mod controller;
 pub mod election;
 pub mod informer;
 pub mod queue;
+pub mod runtime;

@@ -1,0 +1,331 @@
+//! The runtime: informers feed controllers' queues; workers dispatch only while this replica
+//! leads; shutdown drains before it releases the Lease.
+
+mod registry;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::join_all;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::controller::{Controller, ObjectKey, Reconciler};
+use crate::election::{
+    ConfigError, ElectionConfig, ElectionError, KubeLease, LeaderElector, Leadership,
+};
+use crate::informer::{
+    CachedObject, Predicates, Scope, Subscription, enqueue_controller, enqueue_self,
+};
+use crate::queue::{RateLimitingQueue, default_controller_limiter};
+
+pub use registry::{InformerError, InformerRegistry};
+
+/// A kind named by `apiVersion` and `kind`, resolved through discovery (CRDs included).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KindRef {
+    /// `group/version`, or `version` for the core group.
+    pub api_version: String,
+    /// The kind.
+    pub kind: String,
+}
+
+impl KindRef {
+    /// `api_version` + `kind`.
+    #[must_use]
+    pub fn new(api_version: &str, kind: &str) -> Self {
+        Self {
+            api_version: api_version.to_owned(),
+            kind: kind.to_owned(),
+        }
+    }
+}
+
+/// What a controller reconciles and how.
+#[derive(Clone, Debug)]
+pub struct ControllerSpec {
+    /// Names the controller in logs and metrics.
+    pub name: String,
+    /// The kind whose keys are reconciled.
+    pub for_kind: KindRef,
+    /// Kinds whose changes enqueue their controlling owner of `for_kind`.
+    pub owns: Vec<KindRef>,
+    /// Only this namespace; `None` for all.
+    pub namespace: Option<String>,
+    /// Only `for_kind` objects matching this label selector.
+    pub label_selector: Option<String>,
+    /// Update filters.
+    pub predicates: Predicates,
+    /// Re-enqueue every cached object this often.
+    pub resync: Option<Duration>,
+    /// Concurrent reconciles.
+    pub workers: usize,
+}
+
+/// Leader election settings for the runtime.
+#[derive(Clone, Debug)]
+pub struct ElectionSettings {
+    /// The Lease's namespace.
+    pub lease_namespace: String,
+    /// The Lease's name.
+    pub lease_name: String,
+    /// Durations, identity, release on cancel.
+    pub config: ElectionConfig,
+    /// Whether to exit (instead of campaigning again) after losing leadership.
+    pub exit_on_loss: bool,
+}
+
+/// How the runtime runs.
+#[derive(Clone, Debug)]
+pub struct RuntimeSettings {
+    /// `None`: this replica always dispatches.
+    pub election: Option<ElectionSettings>,
+    /// How long reconciles in progress may run after shutdown starts before they are cancelled.
+    pub drain_timeout: Duration,
+}
+
+/// Why the runtime stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The leader election settings are invalid.
+    #[error("invalid leader election settings")]
+    Election(#[from] ConfigError),
+    /// Leadership was lost and the runtime was told to exit then.
+    #[error("stopping after losing leadership")]
+    Lost(#[from] ElectionError),
+}
+
+type Work<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// A controller of any reconciler type.
+trait Runnable: Send + Sync + 'static {
+    fn run(&self, intake: CancellationToken, abort: CancellationToken) -> Work<'_>;
+}
+
+impl<R: Reconciler> Runnable for Controller<R> {
+    fn run(&self, intake: CancellationToken, abort: CancellationToken) -> Work<'_> {
+        Box::pin(Controller::run(self, intake, abort))
+    }
+}
+
+/// Wires informers, controllers and leader election together.
+///
+/// # Flow
+/// 1. Controllers are added; their informers start at once on every replica (warm standby).
+/// 2. [`run`](Runtime::run) waits until every cache holds its initial list, then dispatches —
+///    while leading, if election is on.
+/// 3. When leadership is lost, dispatch stops and reconciles in progress are cancelled at once
+///    (their keys stay queued); the replica campaigns again or exits.
+/// 4. On shutdown: stop taking keys, let reconciles in progress finish within the drain
+///    timeout (then cancel them), release the Lease, return.
+pub struct Runtime {
+    client: kube::Client,
+    registry: InformerRegistry,
+    controllers: Vec<Arc<dyn Runnable>>,
+    subscriptions: Vec<Subscription>,
+    settings: RuntimeSettings,
+    leadership: watch::Sender<bool>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("controllers", &self.controllers.len())
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// A runtime talking to the cluster through `client`.
+    #[must_use]
+    pub fn new(client: kube::Client, settings: RuntimeSettings) -> Self {
+        Self {
+            registry: InformerRegistry::new(client.clone()),
+            client,
+            controllers: Vec::new(),
+            subscriptions: Vec::new(),
+            settings,
+            leadership: watch::Sender::new(false),
+        }
+    }
+
+    /// The shared informers.
+    #[must_use]
+    pub fn registry(&self) -> &InformerRegistry {
+        &self.registry
+    }
+
+    /// True while this replica dispatches reconciles.
+    #[must_use]
+    pub fn leading(&self) -> watch::Receiver<bool> {
+        self.leadership.subscribe()
+    }
+
+    /// Adds a controller: starts (or shares) the informers of its kinds and routes their
+    /// changes into a new queue. Returns the queue.
+    ///
+    /// # Errors
+    /// When a kind is unknown or does not fit the namespace.
+    pub async fn add_controller<R>(
+        &mut self,
+        spec: ControllerSpec,
+        reconciler: R,
+    ) -> Result<RateLimitingQueue<ObjectKey>, InformerError>
+    where
+        R: Reconciler<Object = CachedObject>,
+    {
+        let queue = RateLimitingQueue::new(default_controller_limiter());
+        let primary = self
+            .registry
+            .informer(&Scope {
+                api_version: spec.for_kind.api_version.clone(),
+                kind: spec.for_kind.kind.clone(),
+                namespace: spec.namespace.clone(),
+                label_selector: spec.label_selector.clone(),
+            })
+            .await?;
+        let mut subscriptions =
+            vec![primary.subscribe(enqueue_self(queue.clone(), spec.predicates), spec.resync)];
+        for owned in &spec.owns {
+            let informer = self
+                .registry
+                .informer(&Scope {
+                    api_version: owned.api_version.clone(),
+                    kind: owned.kind.clone(),
+                    namespace: spec.namespace.clone(),
+                    label_selector: None,
+                })
+                .await?;
+            subscriptions.push(informer.subscribe(
+                enqueue_controller(
+                    queue.clone(),
+                    &spec.for_kind.api_version,
+                    &spec.for_kind.kind,
+                    spec.predicates,
+                ),
+                None,
+            ));
+        }
+        let store = Arc::clone(primary.store());
+        let controller = Controller::new(
+            &spec.name,
+            queue.clone(),
+            reconciler,
+            move |key: &ObjectKey| store.get(key),
+            spec.workers,
+        );
+        self.controllers.push(Arc::new(controller));
+        self.subscriptions.extend(subscriptions);
+        Ok(queue)
+    }
+
+    /// Runs until `shutdown` is cancelled (see the type's Flow).
+    ///
+    /// # Errors
+    /// Invalid election settings, or leadership lost with `exit_on_loss`.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), RuntimeError> {
+        for informer in self.registry.informers() {
+            tokio::select! {
+                () = shutdown.cancelled() => return Ok(()),
+                () = informer.wait_synced() => {}
+            }
+        }
+        tracing::info!(controllers = self.controllers.len(), "caches synced");
+        let Some(election) = self.settings.election.clone() else {
+            self.serve_term(&CancellationToken::new(), &shutdown).await;
+            return Ok(());
+        };
+        let lock = KubeLease::new(
+            self.client.clone(),
+            &election.lease_namespace,
+            &election.lease_name,
+        );
+        let elector =
+            LeaderElector::new(lock, election.config)?.campaign_after_loss(!election.exit_on_loss);
+        let mut leadership = elector.subscribe();
+        let elector_stop = CancellationToken::new();
+        let mut campaign = tokio::spawn(elector.run(elector_stop.clone()));
+        // If this future is dropped (the replica is killed), the elector must die with it.
+        let _abort_campaign = AbortOnDrop(campaign.abort_handle());
+        let result = loop {
+            let term = tokio::select! {
+                () = shutdown.cancelled() => break Ok(()),
+                ended = &mut campaign => break ended.unwrap_or(Ok(())).map_err(RuntimeError::from),
+                term = next_term(&mut leadership) => match term {
+                    Some(term) => term,
+                    None => break Ok(()),
+                },
+            };
+            self.serve_term(&term, &shutdown).await;
+            if shutdown.is_cancelled() {
+                break Ok(());
+            }
+        };
+        // Drained: now give the Lease up (the elector releases it when stopped).
+        elector_stop.cancel();
+        if !campaign.is_finished() {
+            let _ = campaign.await;
+        }
+        result
+    }
+
+    /// Dispatches until `term` ends (abort at once) or `shutdown` (drain, then abort).
+    async fn serve_term(&self, term: &CancellationToken, shutdown: &CancellationToken) {
+        let (intake, abort) = (CancellationToken::new(), CancellationToken::new());
+        self.leadership.send_replace(true);
+        let mut work = std::pin::pin!(join_all(
+            self.controllers
+                .iter()
+                .map(|controller| controller.run(intake.clone(), abort.clone()))
+        ));
+        tokio::select! {
+            _ = &mut work => {}
+            () = term.cancelled() => {
+                intake.cancel();
+                abort.cancel();
+                work.await;
+            }
+            () = shutdown.cancelled() => {
+                intake.cancel();
+                tokio::select! {
+                    _ = &mut work => {}
+                    () = term.cancelled() => {
+                        abort.cancel();
+                        work.await;
+                    }
+                    () = tokio::time::sleep(self.settings.drain_timeout) => {
+                        tracing::warn!(timeout = ?self.settings.drain_timeout,
+                            "drain timeout passed; cancelling reconciles in progress");
+                        abort.cancel();
+                        work.await;
+                    }
+                }
+            }
+        }
+        self.leadership.send_replace(false);
+    }
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The next live term of leadership, or `None` when the elector is gone. A term that already
+/// ended (the elector publishes `Following` just after cancelling it) is skipped.
+async fn next_term(leadership: &mut watch::Receiver<Leadership>) -> Option<CancellationToken> {
+    let live =
+        |state: &Leadership| matches!(state, Leadership::Leading { term } if !term.is_cancelled());
+    let state = leadership.wait_for(live).await.ok()?;
+    match &*state {
+        Leadership::Leading { term } => Some(term.clone()),
+        Leadership::Following { .. } => None,
+    }
+}

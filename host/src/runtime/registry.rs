@@ -1,0 +1,128 @@
+//! One informer per watched scope, shared by every controller that asks for it (SEMANTICS 17).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use kube::core::GroupVersionKind;
+use kube::discovery::{self, Scope as KindScope};
+use parking_lot::Mutex;
+
+use crate::informer::{Informer, Scope};
+
+/// Why an informer could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum InformerError {
+    /// The `apiVersion` is not `group/version` or `version`.
+    #[error("kind {kind}: apiVersion `{api_version}` is not `group/version` or `version`")]
+    BadApiVersion {
+        /// The `apiVersion` given.
+        api_version: String,
+        /// The kind given.
+        kind: String,
+    },
+    /// Discovery does not know the kind (a CRD not installed, a typo).
+    #[error(
+        "kind {api_version}/{kind} is not served by the API server; check the spelling, or \
+         install its CustomResourceDefinition"
+    )]
+    UnknownKind {
+        /// The `apiVersion` given.
+        api_version: String,
+        /// The kind given.
+        kind: String,
+        /// What discovery answered.
+        #[source]
+        source: kube::Error,
+    },
+    /// A namespace was given for a cluster-scoped kind.
+    #[error(
+        "kind {api_version}/{kind} is cluster-scoped, so it cannot be watched in namespace \
+         `{namespace}`; remove the namespace"
+    )]
+    ClusterScoped {
+        /// The `apiVersion` given.
+        api_version: String,
+        /// The kind given.
+        kind: String,
+        /// The namespace given.
+        namespace: String,
+    },
+}
+
+/// Starts informers on demand and hands out the running one for a scope already watched.
+pub struct InformerRegistry {
+    client: kube::Client,
+    informers: Mutex<HashMap<Scope, Arc<Informer>>>,
+}
+
+impl std::fmt::Debug for InformerRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InformerRegistry")
+            .field("informers", &self.informers.lock().len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl InformerRegistry {
+    /// An empty registry watching through `client`.
+    #[must_use]
+    pub fn new(client: kube::Client) -> Self {
+        Self {
+            client,
+            informers: Mutex::default(),
+        }
+    }
+
+    /// The informer for `scope`, started (after resolving its kind by discovery) if no
+    /// controller watches that scope yet.
+    ///
+    /// # Errors
+    /// When the kind is unknown to the API server or the scope does not fit it.
+    pub async fn informer(&self, scope: &Scope) -> Result<Arc<Informer>, InformerError> {
+        if let Some(informer) = self.informers.lock().get(scope) {
+            return Ok(Arc::clone(informer));
+        }
+        let (group, version) = match scope.api_version.split_once('/') {
+            Some((group, version)) => (group, version),
+            None => ("", scope.api_version.as_str()),
+        };
+        if version.is_empty() || version.contains('/') {
+            return Err(InformerError::BadApiVersion {
+                api_version: scope.api_version.clone(),
+                kind: scope.kind.clone(),
+            });
+        }
+        let gvk = GroupVersionKind::gvk(group, version, &scope.kind);
+        let (resource, capabilities) =
+            discovery::pinned_kind(&self.client, &gvk)
+                .await
+                .map_err(|source| InformerError::UnknownKind {
+                    api_version: scope.api_version.clone(),
+                    kind: scope.kind.clone(),
+                    source,
+                })?;
+        if let (KindScope::Cluster, Some(namespace)) = (&capabilities.scope, &scope.namespace) {
+            return Err(InformerError::ClusterScoped {
+                api_version: scope.api_version.clone(),
+                kind: scope.kind.clone(),
+                namespace: namespace.clone(),
+            });
+        }
+        let mut informers = self.informers.lock();
+        // Another caller may have started it while discovery ran.
+        let informer = informers.entry(scope.clone()).or_insert_with(|| {
+            Arc::new(Informer::start(
+                self.client.clone(),
+                &resource,
+                scope.clone(),
+            ))
+        });
+        Ok(Arc::clone(informer))
+    }
+
+    /// Every running informer.
+    #[must_use]
+    pub fn informers(&self) -> Vec<Arc<Informer>> {
+        self.informers.lock().values().cloned().collect()
+    }
+}
