@@ -75,6 +75,9 @@ pub struct Event {
     pub kind: EventType,
     /// The object as of the change.
     pub bytes: Bytes,
+    /// For a modification, the object before it (so filtered watches can tell an object that
+    /// starts or stops matching).
+    pub prev: Option<Bytes>,
 }
 
 /// A new watcher's history replay and its receiver of later events.
@@ -388,6 +391,10 @@ impl Store {
                 },
             )
         };
+        let prev = match kind {
+            EventType::Modified => old.as_ref().map(|o| o.bytes.clone()),
+            _ => None,
+        };
         if let Some(old_owners) = old.and_then(|o| o.owners) {
             for uid in old_owners.iter() {
                 if let Some(deps) = inner.dependents.get_mut(uid) {
@@ -415,6 +422,7 @@ impl Store {
             ns: key.ns.clone(),
             kind,
             bytes,
+            prev,
         });
         inner.history.push_back(event.clone());
         while inner.history.len() > inner.history_limit {

@@ -274,3 +274,38 @@ async fn watch_of_one_object_by_field_selector_sees_only_it() {
         (Some("MODIFIED"), Some("a"))
     );
 }
+
+#[tokio::test]
+async fn a_selector_watch_sees_objects_entering_as_added_and_leaving_as_deleted() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let (_, a) = h.post(CMS, &configmap("a", json!({"app": "web"}))).await;
+    let mut w = h
+        .watch(&format!(
+            "{CMS}?watch=true&labelSelector=app%3Dweb&resourceVersion={}",
+            rv(&a)
+        ))
+        .await;
+    let path = format!("{CMS}/a");
+    let ct = "application/merge-patch+json";
+    h.patch(&path, ct, &json!({"metadata": {"labels": {"app": "db"}}}))
+        .await;
+    let e = w.next_change().await.expect("leaving");
+    assert_eq!(
+        (
+            e["type"].as_str(),
+            e["object"]["metadata"]["labels"]["app"].as_str()
+        ),
+        (Some("DELETED"), Some("db"))
+    );
+    h.patch(&path, ct, &json!({"data": {"k": "ignored"}})).await;
+    h.patch(&path, ct, &json!({"metadata": {"labels": {"app": "web"}}}))
+        .await;
+    let e = w.next_change().await.expect("entering");
+    assert_eq!(
+        e["type"], "ADDED",
+        "the change while outside the selection is not sent: {e}"
+    );
+    h.patch(&path, ct, &json!({"data": {"k": "2"}})).await;
+    assert_eq!(w.next_change().await.expect("modified")["type"], "MODIFIED");
+}

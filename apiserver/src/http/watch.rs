@@ -213,13 +213,20 @@ async fn deliver(
     e: &Event,
     matches: &impl Fn(&str, &Bytes) -> bool,
 ) -> Option<bool> {
-    if *e.table != **table || !matches(&e.ns, &e.bytes) {
+    if *e.table != **table {
         return Some(false);
     }
-    let kind = match e.kind {
-        EventType::Added => "ADDED",
-        EventType::Modified => "MODIFIED",
-        EventType::Deleted => "DELETED",
+    let now = matches(&e.ns, &e.bytes);
+    // A filtered watch sees an object entering its selection as ADDED and one leaving it as
+    // DELETED, as a real server's watch cache reports them.
+    let before = e.prev.as_ref().map(|p| matches(&e.ns, p));
+    let kind = match (e.kind, before, now) {
+        (EventType::Added, _, true) => "ADDED",
+        (EventType::Modified, Some(true) | None, true) => "MODIFIED",
+        (EventType::Modified, Some(false), true) => "ADDED",
+        (EventType::Modified, Some(true), false) => "DELETED",
+        (EventType::Deleted, _, true) => "DELETED",
+        _ => return Some(false),
     };
     tx.send(encoder.event(kind, &e.bytes))
         .await
