@@ -74,6 +74,9 @@ pub enum ApiError {
         /// Seconds the client should wait.
         retry_after_secs: u64,
     },
+    /// 403 Forbidden: e.g. creating in a terminating namespace.
+    #[error("{0}")]
+    Forbidden(String),
     /// 405 MethodNotAllowed: the verb is not served for this path.
     #[error("{0}")]
     MethodNotAllowed(String),
@@ -98,6 +101,7 @@ impl ApiError {
             ApiError::Gone(_) | ApiError::Expired(_) => 410,
             ApiError::TooManyRequests { .. } => 429,
             ApiError::MethodNotAllowed(_) => 405,
+            ApiError::Forbidden(_) => 403,
             ApiError::UnsupportedMediaType(_) => 415,
             ApiError::Internal(_) => 500,
         }
@@ -115,6 +119,7 @@ impl ApiError {
             ApiError::Expired(_) => "Expired",
             ApiError::TooManyRequests { .. } => "TooManyRequests",
             ApiError::MethodNotAllowed(_) => "MethodNotAllowed",
+            ApiError::Forbidden(_) => "Forbidden",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::Internal(_) => "InternalError",
         }

@@ -8,7 +8,8 @@ use serde_json::Value;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::{CRDS, Cluster, NAMESPACES, deletion};
+use crate::cluster::{CRDS, Cluster, NAMESPACES};
+use crate::delete::deletion;
 use crate::store::{Mutation, ObjKey, Removal};
 
 /// Runs until `cancel` fires.

@@ -2,6 +2,7 @@
 #![deny(missing_docs)]
 
 pub mod cluster;
+mod delete;
 mod config;
 pub mod error;
 pub mod faults;

@@ -323,6 +323,34 @@ async fn namespaced_writes_need_an_existing_namespace() {
 }
 
 #[tokio::test]
+async fn a_terminating_namespace_refuses_new_objects() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.post("/api/v1/namespaces", &json!({"metadata": {"name": "held"}}))
+        .await;
+    let mut cm = configmap("pinned", json!({}));
+    cm["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    h.post("/api/v1/namespaces/held/configmaps", &cm).await;
+    h.delete("/api/v1/namespaces/held").await;
+    let (code, st) = h
+        .post(
+            "/api/v1/namespaces/held/configmaps",
+            &configmap("new", json!({})),
+        )
+        .await;
+    assert_eq!(
+        (code, st["reason"].as_str()),
+        (403, Some("Forbidden")),
+        "{st}"
+    );
+    let (_, ns) = h.get("/api/v1/namespaces/held").await;
+    assert_eq!(
+        ns["status"]["phase"], "Terminating",
+        "kept while a finalizer holds content"
+    );
+}
+
+#[tokio::test]
 async fn deleting_a_namespace_removes_its_contents_then_the_namespace() {
     let s = server().await;
     let h = Http::new(&s);

@@ -1,0 +1,117 @@
+//! Deletion: preconditions, finalizers and `deletionTimestamp`, namespaces that terminate,
+//! and orphaning dependents.
+
+use axum::body::Bytes;
+use serde_json::{Value, json};
+
+use crate::cluster::{Cluster, DeleteOptions, NAMESPACES, meta_mut, str_at};
+use crate::error::ApiError;
+use crate::resources::Resource;
+use crate::store::Mutation;
+use crate::util::now_rfc3339;
+
+impl Cluster {
+    /// `DELETE` of one object. Returns the body and whether the object is gone (200) or only
+    /// marked for deletion (202).
+    pub fn delete(
+        &self,
+        res: &Resource,
+        ns: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<(Bytes, bool), ApiError> {
+        let ns_key = if res.namespaced { ns } else { "" };
+        let table = res.table();
+        if opts.propagation.as_deref() == Some("Orphan")
+            && !opts.dry_run
+            && let Some(stored) = self.store.get(&table, ns_key, name)
+            && let Ok(v) = serde_json::from_slice::<Value>(&stored.bytes)
+            && let Some(uid) = str_at(&v, "/metadata/uid")
+        {
+            self.orphan_dependents(uid);
+        }
+        let is_namespace = *table == *NAMESPACES;
+        let outcome = self.store.mutate(&table, ns_key, name, |cur, _| {
+            let current = cur.ok_or_else(|| ApiError::not_found(&res.group_resource(), name))?;
+            let conflict = |what: &str, want: &str, have: &str| ApiError::Conflict {
+                resource: res.group_resource(),
+                name: name.to_string(),
+                message: format!(
+                    "Precondition failed: {what} in precondition: {want}, {what} in object meta: \
+                     {have}; fetch the object again and retry with its current {what}"
+                ),
+            };
+            if let Some(uid) = &opts.uid {
+                let have = str_at(&current, "/metadata/uid").unwrap_or_default();
+                if uid != have {
+                    return Err(conflict("UID", uid, have));
+                }
+            }
+            if let Some(rv) = &opts.resource_version {
+                let have = str_at(&current, "/metadata/resourceVersion").unwrap_or_default();
+                if rv != have {
+                    return Err(conflict("ResourceVersion", rv, have));
+                }
+            }
+            let decision = deletion(current, is_namespace);
+            Ok(match (opts.dry_run, decision) {
+                (true, Mutation::Put(v) | Mutation::Delete(v) | Mutation::Keep(v)) => {
+                    Mutation::Keep(v)
+                }
+                (false, d) => d,
+            })
+        })?;
+        if is_namespace && !opts.dry_run {
+            let _ = self.terminating.send(name.to_string());
+        }
+        if outcome.deleted {
+            let v: Value = serde_json::from_slice(&outcome.bytes).unwrap_or_default();
+            let status = json!({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                "details": {"name": name, "group": res.group, "kind": res.plural,
+                            "uid": v.pointer("/metadata/uid")},
+            });
+            return Ok((Bytes::from(status.to_string()), true));
+        }
+        Ok((outcome.bytes, false))
+    }
+
+    /// Removes owner references to `uid` from its dependents (DeleteOptions Orphan).
+    pub fn orphan_dependents(&self, uid: &str) {
+        for (table, key) in self.store.dependents(uid) {
+            let _ = self.store.mutate(&table, &key.ns, &key.name, |cur, _| {
+                let Some(mut v) = cur else {
+                    return Ok(Mutation::Keep(Value::Null));
+                };
+                if let Some(refs) = v
+                    .pointer_mut("/metadata/ownerReferences")
+                    .and_then(Value::as_array_mut)
+                {
+                    refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(uid));
+                }
+                Ok(Mutation::Put(v))
+            });
+        }
+    }
+}
+
+/// What deleting `current` does: mark it (finalizers pending) or remove it.
+pub fn deletion(mut current: Value, is_namespace: bool) -> Mutation {
+    let pending = current
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|f| !f.is_empty());
+    if pending || is_namespace {
+        if current.pointer("/metadata/deletionTimestamp").is_some() {
+            return Mutation::Keep(current);
+        }
+        let meta = meta_mut(&mut current);
+        meta.insert("deletionTimestamp".into(), json!(now_rfc3339()));
+        meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+        if is_namespace {
+            current["status"] = json!({"phase": "Terminating"});
+        }
+        return Mutation::Put(current);
+    }
+    Mutation::Delete(current)
+}
