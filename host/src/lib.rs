@@ -2,6 +2,8 @@
 //! WebAssembly components.
 #![deny(missing_docs)]
 
+pub mod cli;
+pub mod config;
 pub mod controller;
 pub mod election;
 pub mod informer;

@@ -1,12 +1,25 @@
 //! The `reconcile-host` binary.
 
+use std::process::ExitCode;
+
 use clap::Parser;
+use reconcile_host::cli::Cli;
 
-/// Kubernetes controller machinery that dispatches reconciles to WebAssembly components.
-#[derive(Debug, Parser)]
-#[command(version, about)]
-struct Cli {}
-
-fn main() {
-    let Cli {} = Cli::parse();
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(reconcile_host::cli::main(cli))
 }

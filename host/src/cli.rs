@@ -1,0 +1,248 @@
+//! The `reconcile-host` command line: parsing, configuration precedence, and `run`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{ConfigFileError, HostConfig, duration};
+use crate::election::{ElectionConfig, default_identity};
+use crate::runtime::{ElectionSettings, Runtime, RuntimeSettings};
+
+/// Exit code for an unusable configuration.
+pub const EXIT_CONFIG: u8 = 2;
+/// Exit code when a second signal cuts the graceful shutdown short.
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// Kubernetes controller machinery that dispatches reconciles to WebAssembly components.
+#[derive(Debug, Parser)]
+#[command(name = "reconcile-host", version, about, propagate_version = true)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the host: informers, controllers, leader election, metrics and health endpoints.
+    ///
+    /// Settings come from, in increasing precedence: defaults, the --config file, environment
+    /// variables, flags.
+    Run(RunArgs),
+}
+
+/// Flags of `run`; each overrides the config file.
+#[derive(Debug, Default, Args)]
+pub struct RunArgs {
+    /// YAML configuration file (see docs/configuration.md).
+    #[arg(long, env = "RECONCILE_HOST_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Kubeconfig to use [default: $KUBECONFIG, ~/.kube/config, then in-cluster].
+    #[arg(long, env = "RECONCILE_HOST_KUBECONFIG", value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context [default: the current context].
+    #[arg(long, env = "RECONCILE_HOST_CONTEXT")]
+    pub context: Option<String>,
+    /// Elect one active replica through a Lease [default: true].
+    #[arg(long, env = "RECONCILE_HOST_LEADER_ELECT", value_name = "BOOL")]
+    pub leader_elect: Option<bool>,
+    /// Name of the Lease [default: reconcile-host].
+    #[arg(long, env = "RECONCILE_HOST_LEASE_NAME")]
+    pub lease_name: Option<String>,
+    /// Namespace of the Lease [default: default].
+    #[arg(long, env = "RECONCILE_HOST_LEASE_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// How long followers wait before taking over [default: 15s].
+    #[arg(long, env = "RECONCILE_HOST_LEASE_DURATION", value_parser = duration::parse)]
+    pub lease_duration: Option<Duration>,
+    /// How long the leader tries to renew before giving up [default: 10s].
+    #[arg(long, env = "RECONCILE_HOST_RENEW_DEADLINE", value_parser = duration::parse)]
+    pub renew_deadline: Option<Duration>,
+    /// How often to try to acquire or renew [default: 2s].
+    #[arg(long, env = "RECONCILE_HOST_RETRY_PERIOD", value_parser = duration::parse)]
+    pub retry_period: Option<Duration>,
+    /// Exit after losing leadership instead of campaigning again [default: false].
+    #[arg(
+        long,
+        env = "RECONCILE_HOST_EXIT_ON_LOST_LEADERSHIP",
+        value_name = "BOOL"
+    )]
+    pub exit_on_lost_leadership: Option<bool>,
+    /// Address of /metrics, /healthz and /readyz [default: 0.0.0.0:8080].
+    #[arg(long, env = "RECONCILE_HOST_METRICS_ADDRESS", value_name = "ADDR")]
+    pub metrics_address: Option<SocketAddr>,
+    /// Requests per second to the API server [default: 5].
+    #[arg(long, env = "RECONCILE_HOST_QPS")]
+    pub qps: Option<f64>,
+    /// Requests allowed at once above --qps [default: 10].
+    #[arg(long, env = "RECONCILE_HOST_BURST")]
+    pub burst: Option<u32>,
+    /// How long reconciles in progress may finish after a shutdown signal [default: 30s].
+    #[arg(long, env = "RECONCILE_HOST_DRAIN_TIMEOUT", value_parser = duration::parse)]
+    pub drain_timeout: Option<Duration>,
+}
+
+impl RunArgs {
+    /// The configuration: the file (or defaults), overridden by every flag and variable set.
+    ///
+    /// # Errors
+    /// When the file cannot be read or parsed, or the result is invalid.
+    pub fn resolve(&self) -> Result<HostConfig, ConfigFileError> {
+        let mut config = match &self.config {
+            Some(path) => HostConfig::load(path)?,
+            None => HostConfig::default(),
+        };
+        let le = &mut config.leader_election;
+        set(&mut config.kubeconfig, self.kubeconfig.clone().map(Some));
+        set(&mut config.context, self.context.clone().map(Some));
+        set(&mut le.enabled, self.leader_elect);
+        set(&mut le.lease_name, self.lease_name.clone());
+        set(&mut le.lease_namespace, self.lease_namespace.clone());
+        set(&mut le.lease_duration, self.lease_duration);
+        set(&mut le.renew_deadline, self.renew_deadline);
+        set(&mut le.retry_period, self.retry_period);
+        set(&mut le.exit_on_loss, self.exit_on_lost_leadership);
+        set(&mut config.telemetry.address, self.metrics_address);
+        set(&mut config.client.qps, self.qps);
+        set(&mut config.client.burst, self.burst);
+        set(&mut config.shutdown.drain_timeout, self.drain_timeout);
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+fn set<T>(field: &mut T, value: Option<T>) {
+    if let Some(value) = value {
+        *field = value;
+    }
+}
+
+/// Runs `reconcile-host` with `cli`; the process exit code.
+pub async fn main(cli: Cli) -> ExitCode {
+    match cli.command {
+        Command::Run(args) => {
+            let config = match args.resolve() {
+                Ok(config) => config,
+                Err(error) => {
+                    eprintln!("error: {}", chain(&error));
+                    return ExitCode::from(EXIT_CONFIG);
+                }
+            };
+            match run(config).await {
+                Ok(code) => code,
+                Err(error) => {
+                    eprintln!("error: {error:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}
+
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// `run`: the host until a signal; a second signal exits at once.
+async fn run(config: HostConfig) -> anyhow::Result<ExitCode> {
+    let kube_config = kube_config(&config).await?;
+    let client = kube::Client::try_from(kube_config).context("cannot build the API client")?;
+    let election = config.leader_election.enabled.then(|| ElectionSettings {
+        lease_namespace: config.leader_election.lease_namespace.clone(),
+        lease_name: config.leader_election.lease_name.clone(),
+        config: ElectionConfig {
+            identity: default_identity(),
+            lease_duration: config.leader_election.lease_duration,
+            renew_deadline: config.leader_election.renew_deadline,
+            retry_period: config.leader_election.retry_period,
+            release_on_cancel: true,
+        },
+        exit_on_loss: config.leader_election.exit_on_loss,
+    });
+    if let Some(election) = &election {
+        tracing::info!(identity = %election.config.identity,
+            lease = %format!("{}/{}", election.lease_namespace, election.lease_name),
+            "campaigning for leadership");
+    }
+    let runtime = Runtime::new(
+        client,
+        RuntimeSettings {
+            election,
+            drain_timeout: config.shutdown.drain_timeout,
+        },
+    );
+    let shutdown = CancellationToken::new();
+    let interrupted = CancellationToken::new();
+    tokio::spawn(signals(shutdown.clone(), interrupted.clone()));
+    tokio::select! {
+        result = runtime.run(shutdown) => {
+            result.context("the host stopped")?;
+            tracing::info!("stopped");
+            Ok(ExitCode::SUCCESS)
+        }
+        () = interrupted.cancelled() => {
+            tracing::warn!("second signal: exiting without finishing the shutdown");
+            Ok(ExitCode::from(EXIT_INTERRUPTED))
+        }
+    }
+}
+
+async fn kube_config(config: &HostConfig) -> anyhow::Result<kube::Config> {
+    let options = kube::config::KubeConfigOptions {
+        context: config.context.clone(),
+        ..kube::config::KubeConfigOptions::default()
+    };
+    match &config.kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+                .await
+                .with_context(|| format!("kubeconfig {} is not usable", path.display()))
+        }
+        None if config.context.is_some() => kube::Config::from_kubeconfig(&options)
+            .await
+            .context("cannot load the kubeconfig context"),
+        None => kube::Config::infer().await.context(
+            "no kubeconfig found and not running in a cluster; pass --kubeconfig or set \
+             KUBECONFIG",
+        ),
+    }
+}
+
+/// First SIGTERM/SIGINT: graceful shutdown. Second: exit now.
+async fn signals(shutdown: CancellationToken, interrupted: CancellationToken) {
+    let mut terminate =
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(signal) => signal,
+            Err(error) => {
+                tracing::error!(%error, "cannot listen for SIGTERM");
+                return;
+            }
+        };
+    for round in 0..2 {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        if round == 0 {
+            tracing::info!("shutting down: draining reconciles, then releasing the lease");
+            shutdown.cancel();
+        } else {
+            interrupted.cancel();
+        }
+    }
+}

@@ -1,0 +1,384 @@
+//! The host's configuration file (YAML), its defaults and its validation.
+//!
+//! ```yaml
+//! kubeconfig: /etc/reconcile-host/kubeconfig   # default: $KUBECONFIG, ~/.kube/config, in-cluster
+//! context: dev                                # default: the kubeconfig's current context
+//! leaderElection:
+//!   enabled: true
+//!   leaseName: reconcile-host
+//!   leaseNamespace: default
+//!   leaseDuration: 15s
+//!   renewDeadline: 10s
+//!   retryPeriod: 2s
+//!   exitOnLoss: false
+//! telemetry:
+//!   address: 0.0.0.0:8080
+//! client:
+//!   qps: 5
+//!   burst: 10
+//! shutdown:
+//!   drainTimeout: 30s
+//! ```
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Everything `reconcile-host run` reads from its configuration file.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct HostConfig {
+    /// Path of the kubeconfig; `None` lets kube-rs infer (`$KUBECONFIG`, `~/.kube/config`,
+    /// in-cluster service account).
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context; `None` for the current context.
+    pub context: Option<String>,
+    /// Leader election.
+    pub leader_election: LeaderElectionConfig,
+    /// Metrics and health endpoints.
+    pub telemetry: TelemetryConfig,
+    /// Client-side limits for the host's own API calls.
+    pub client: ClientConfig,
+    /// Graceful shutdown.
+    pub shutdown: ShutdownConfig,
+}
+
+/// `leaderElection:` settings.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct LeaderElectionConfig {
+    /// Whether replicas elect one leader (off: this replica always dispatches).
+    pub enabled: bool,
+    /// The Lease's name.
+    pub lease_name: String,
+    /// The Lease's namespace.
+    pub lease_namespace: String,
+    /// How long followers wait before taking over.
+    #[serde(with = "duration")]
+    pub lease_duration: Duration,
+    /// How long the leader keeps trying to renew before giving up.
+    #[serde(with = "duration")]
+    pub renew_deadline: Duration,
+    /// How often to try to acquire or renew.
+    #[serde(with = "duration")]
+    pub retry_period: Duration,
+    /// Exit (instead of campaigning again) after losing leadership.
+    pub exit_on_loss: bool,
+}
+
+impl Default for LeaderElectionConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            lease_name: "reconcile-host".to_owned(),
+            lease_namespace: "default".to_owned(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+            exit_on_loss: false,
+        }
+    }
+}
+
+/// `telemetry:` settings.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct TelemetryConfig {
+    /// Where `/metrics`, `/healthz` and `/readyz` are served.
+    pub address: SocketAddr,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        Self {
+            address: SocketAddr::from(([0, 0, 0, 0], 8080)),
+        }
+    }
+}
+
+/// `client:` settings.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ClientConfig {
+    /// Sustained requests per second to the API server.
+    pub qps: f64,
+    /// Requests allowed at once above the sustained rate.
+    pub burst: u32,
+}
+
+impl Default for ClientConfig {
+    /// client-go's defaults: 5 qps, burst 10.
+    fn default() -> Self {
+        Self {
+            qps: 5.0,
+            burst: 10,
+        }
+    }
+}
+
+/// `shutdown:` settings.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ShutdownConfig {
+    /// How long reconciles in progress may finish after a shutdown signal.
+    #[serde(with = "duration")]
+    pub drain_timeout: Duration,
+}
+
+impl Default for ShutdownConfig {
+    fn default() -> Self {
+        Self {
+            drain_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A configuration that cannot be used; the message names the field and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigFileError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid YAML for this schema.
+    #[error("config file {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// serde's message, naming the field and line.
+        message: String,
+    },
+    /// A value is out of range.
+    #[error("config `{field}`: {problem}")]
+    Invalid {
+        /// The field, as written in the file (`leaderElection.renewDeadline`).
+        field: &'static str,
+        /// What is wrong and how to fix it.
+        problem: String,
+    },
+}
+
+impl HostConfig {
+    /// Reads and parses `path`.
+    ///
+    /// # Errors
+    /// When the file cannot be read or does not match the schema.
+    pub fn load(path: &Path) -> Result<Self, ConfigFileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text).map_err(|message| ConfigFileError::Parse {
+            path: path.to_owned(),
+            message,
+        })
+    }
+
+    /// Parses YAML text; the error names the offending field.
+    ///
+    /// # Errors
+    /// serde's message when the text does not match the schema.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        if text.trim().is_empty() {
+            return Ok(Self::default());
+        }
+        serde_yaml_ng::from_str(text).map_err(|e| e.to_string())
+    }
+
+    /// Checks values that parse but cannot work.
+    ///
+    /// # Errors
+    /// The first invalid field.
+    pub fn validate(&self) -> Result<(), ConfigFileError> {
+        let le = &self.leader_election;
+        let invalid = |field, problem: String| Err(ConfigFileError::Invalid { field, problem });
+        if le.enabled {
+            if le.lease_name.is_empty() {
+                return invalid("leaderElection.leaseName", "must not be empty".into());
+            }
+            if le.lease_namespace.is_empty() {
+                return invalid("leaderElection.leaseNamespace", "must not be empty".into());
+            }
+            for (field, value) in [
+                ("leaderElection.leaseDuration", le.lease_duration),
+                ("leaderElection.renewDeadline", le.renew_deadline),
+                ("leaderElection.retryPeriod", le.retry_period),
+            ] {
+                if value.is_zero() {
+                    return invalid(field, "must be greater than zero".into());
+                }
+            }
+            if le.lease_duration <= le.renew_deadline {
+                return invalid(
+                    "leaderElection.leaseDuration",
+                    format!(
+                        "must be greater than renewDeadline ({:?}), or two leaders could overlap",
+                        le.renew_deadline
+                    ),
+                );
+            }
+            let jittered = le.retry_period.mul_f64(crate::election::JITTER_FACTOR);
+            if le.renew_deadline <= jittered {
+                return invalid(
+                    "leaderElection.renewDeadline",
+                    format!(
+                        "must be greater than 1.2 × retryPeriod ({jittered:?}); lower retryPeriod"
+                    ),
+                );
+            }
+        }
+        if !(self.client.qps.is_finite() && self.client.qps > 0.0) {
+            return invalid(
+                "client.qps",
+                format!("must be a positive number, got {}", self.client.qps),
+            );
+        }
+        if self.client.burst == 0 {
+            return invalid("client.burst", "must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// Go-style durations: `1h`, `2m`, `15s`, `500ms`, or combinations like `1m30s`.
+pub mod duration {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer};
+
+    /// Parses a duration, e.g. `1m30s` or `250ms`.
+    ///
+    /// # Errors
+    /// A message naming the bad text and the accepted units.
+    pub fn parse(text: &str) -> Result<Duration, String> {
+        let bad = || format!("`{text}` is not a duration; use e.g. 500ms, 15s, 2m, 1h or 1m30s");
+        let mut rest = text.trim();
+        if rest.is_empty() {
+            return Err(bad());
+        }
+        let mut total = Duration::ZERO;
+        while !rest.is_empty() {
+            let digits = rest
+                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .ok_or_else(bad)?;
+            let value: f64 = rest[..digits].parse().map_err(|_| bad())?;
+            rest = &rest[digits..];
+            let unit_len = rest
+                .find(|c: char| c.is_ascii_digit() || c == '.')
+                .unwrap_or(rest.len());
+            let seconds = match &rest[..unit_len] {
+                "h" => 3600.0,
+                "m" => 60.0,
+                "s" => 1.0,
+                "ms" => 1e-3,
+                "us" | "µs" => 1e-6,
+                "ns" => 1e-9,
+                _ => return Err(bad()),
+            };
+            rest = &rest[unit_len..];
+            total += Duration::try_from_secs_f64(value * seconds).map_err(|_| bad())?;
+        }
+        Ok(total)
+    }
+
+    /// serde adapter for [`parse`].
+    ///
+    /// # Errors
+    /// When the value is not a duration string.
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_file_means_every_default() {
+        let config = HostConfig::parse("").unwrap();
+        assert_eq!(config, HostConfig::default());
+        assert!(config.leader_election.enabled);
+        assert_eq!(
+            config.leader_election.lease_duration,
+            Duration::from_secs(15)
+        );
+        assert_eq!((config.client.qps, config.client.burst), (5.0, 10));
+        config.validate().unwrap();
+    }
+
+    #[test]
+    fn a_full_file_parses_with_go_style_durations() {
+        let config = HostConfig::parse(
+            "kubeconfig: /tmp/kc\ncontext: dev\nleaderElection:\n  leaseName: x\n  \
+             leaseDuration: 1m30s\n  renewDeadline: 20s\n  retryPeriod: 500ms\n\
+             telemetry:\n  address: 127.0.0.1:9000\nclient:\n  qps: 20\n  burst: 40\n\
+             shutdown:\n  drainTimeout: 2m\n",
+        )
+        .unwrap();
+        assert_eq!(config.kubeconfig.as_deref(), Some(Path::new("/tmp/kc")));
+        assert_eq!(
+            config.leader_election.lease_duration,
+            Duration::from_secs(90)
+        );
+        assert_eq!(
+            config.leader_election.retry_period,
+            Duration::from_millis(500)
+        );
+        assert_eq!(config.telemetry.address.port(), 9000);
+        assert_eq!(config.shutdown.drain_timeout, Duration::from_secs(120));
+        config.validate().unwrap();
+    }
+
+    #[test]
+    fn unknown_fields_and_bad_durations_are_errors_naming_them() {
+        let error = HostConfig::parse("leaderElection:\n  leaseDurration: 15s\n").unwrap_err();
+        assert!(error.contains("leaseDurration"), "{error}");
+        let error = HostConfig::parse("shutdown:\n  drainTimeout: soon\n").unwrap_err();
+        assert!(error.contains("`soon` is not a duration"), "{error}");
+    }
+
+    #[test]
+    fn values_that_cannot_work_are_refused_with_the_field_name() {
+        let mut config = HostConfig::default();
+        config.leader_election.renew_deadline = Duration::from_secs(20);
+        let error = config.validate().unwrap_err().to_string();
+        assert!(
+            error.starts_with("config `leaderElection.leaseDuration`"),
+            "{error}"
+        );
+        let mut config = HostConfig::default();
+        config.client.qps = 0.0;
+        let error = config.validate().unwrap_err().to_string();
+        assert!(error.starts_with("config `client.qps`"), "{error}");
+        let mut config = HostConfig::default();
+        config.leader_election.enabled = false;
+        config.leader_election.renew_deadline = Duration::from_secs(99);
+        config
+            .validate()
+            .expect("election settings are ignored when it is off");
+    }
+
+    #[test]
+    fn durations_parse_like_go() {
+        for (text, want) in [
+            ("15s", Duration::from_secs(15)),
+            ("1m30s", Duration::from_secs(90)),
+            ("250ms", Duration::from_millis(250)),
+            ("1.5h", Duration::from_secs(5400)),
+        ] {
+            assert_eq!(duration::parse(text), Ok(want), "{text}");
+        }
+        for bad in ["", "15", "s", "1x", "-1s"] {
+            assert!(duration::parse(bad).is_err(), "{bad} should be refused");
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! The `reconcile-host` binary: configuration errors, help, and `run` against the embedded API
+//! server with real signals.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use embedded_apiserver::{ApiServer, Config};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn host() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_reconcile-host"))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("reconcile-host-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+#[test]
+fn a_config_that_could_overlap_leaders_exits_2_naming_the_field() {
+    let dir = scratch("invalid");
+    let file = dir.join("host.yaml");
+    std::fs::write(
+        &file,
+        "leaderElection:\n  leaseDuration: 5s\n  renewDeadline: 10s\n",
+    )
+    .unwrap();
+    let out = host()
+        .args(["run", "--config"])
+        .arg(&file)
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr
+            .contains("config `leaderElection.leaseDuration`: must be greater than renewDeadline"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn flags_and_environment_override_the_file_and_are_validated_too() {
+    let dir = scratch("override");
+    let file = dir.join("host.yaml");
+    std::fs::write(&file, "client:\n  qps: 5\n").unwrap();
+    let out = host()
+        .args(["run", "--config"])
+        .arg(&file)
+        .env("RECONCILE_HOST_QPS", "0")
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("config `client.qps`"));
+    let out = host()
+        .args(["run", "--lease-duration", "soon"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2), "clap also exits 2");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`soon` is not a duration"));
+}
+
+#[test]
+fn run_help_lists_every_setting_with_its_environment_variable() {
+    let out = host().args(["run", "--help"]).output().expect("runs");
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for (flag, env) in [
+        ("--config", "RECONCILE_HOST_CONFIG"),
+        ("--kubeconfig", "RECONCILE_HOST_KUBECONFIG"),
+        ("--context", "RECONCILE_HOST_CONTEXT"),
+        ("--leader-elect", "RECONCILE_HOST_LEADER_ELECT"),
+        ("--lease-name", "RECONCILE_HOST_LEASE_NAME"),
+        ("--lease-namespace", "RECONCILE_HOST_LEASE_NAMESPACE"),
+        ("--lease-duration", "RECONCILE_HOST_LEASE_DURATION"),
+        ("--renew-deadline", "RECONCILE_HOST_RENEW_DEADLINE"),
+        ("--retry-period", "RECONCILE_HOST_RETRY_PERIOD"),
+        (
+            "--exit-on-lost-leadership",
+            "RECONCILE_HOST_EXIT_ON_LOST_LEADERSHIP",
+        ),
+        ("--metrics-address", "RECONCILE_HOST_METRICS_ADDRESS"),
+        ("--qps", "RECONCILE_HOST_QPS"),
+        ("--burst", "RECONCILE_HOST_BURST"),
+        ("--drain-timeout", "RECONCILE_HOST_DRAIN_TIMEOUT"),
+    ] {
+        assert!(help.contains(flag), "{flag} missing from:\n{help}");
+        assert!(help.contains(env), "{env} missing from:\n{help}");
+    }
+}
+
+struct Running {
+    child: Child,
+    leases: Api<Lease>,
+}
+
+async fn start(server: &ApiServer, name: &str, timing: [&str; 3]) -> Running {
+    let dir = scratch(name);
+    let kubeconfig = dir.join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+    let child = host()
+        .arg("run")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["--lease-name", name, "--lease-namespace", "default"])
+        .args(["--lease-duration", timing[0], "--renew-deadline", timing[1]])
+        .args([
+            "--retry-period",
+            timing[2],
+            "--metrics-address",
+            "127.0.0.1:0",
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawns");
+    let leases = Api::namespaced(server.kube_client().expect("client"), "default");
+    Running { child, leases }
+}
+
+async fn holder(leases: &Api<Lease>, name: &str) -> Option<String> {
+    let lease = leases.get_opt(name).await.ok()??;
+    lease.spec?.holder_identity.filter(|h| !h.is_empty())
+}
+
+fn signal(child: &Child, signal: &str) {
+    let status = Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+}
+
+async fn exited(mut child: Child) -> Output {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        assert!(Instant::now() < deadline, "the host did not exit");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn wait_for_holder(leases: &Api<Lease>, name: &str) -> String {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(holder) = holder(leases, name).await {
+            return holder;
+        }
+        assert!(Instant::now() < deadline, "nobody took lease {name}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn run_leads_and_sigterm_releases_the_lease_and_exits_0() {
+    let server = ApiServer::start(Config::default()).await.expect("server");
+    let running = start(&server, "sigterm", ["3s", "2s", "500ms"]).await;
+    let identity = wait_for_holder(&running.leases, "sigterm").await;
+    assert!(
+        identity.contains('_'),
+        "identity is hostname_random: {identity}"
+    );
+    signal(&running.child, "-TERM");
+    let out = exited(running.child).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(holder(&running.leases, "sigterm").await, None, "released");
+    assert!(stderr.contains("released the lease"), "{stderr}");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_second_signal_exits_at_once_without_finishing_the_shutdown() {
+    let server = ApiServer::start(Config::default()).await.expect("server");
+    let running = start(&server, "twice", ["30s", "20s", "2s"]).await;
+    wait_for_holder(&running.leases, "twice").await;
+    // With the API server paused, releasing the Lease hangs (up to the 20 s renew deadline).
+    server.faults().pause();
+    signal(&running.child, "-TERM");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let second = Instant::now();
+    signal(&running.child, "-INT");
+    let out = exited(running.child).await;
+    assert!(
+        second.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        second.elapsed()
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    server.faults().resume();
+    server.shutdown().await;
+}
