@@ -9,3 +9,4 @@ pub mod election;
 pub mod informer;
 pub mod queue;
 pub mod runtime;
+pub mod telemetry;
