@@ -67,7 +67,7 @@ pub struct PatchRequest {
 /// `DeleteOptions` that change behaviour.
 #[derive(Debug, Clone, Default)]
 pub struct DeleteOptions {
-    /// `Orphan`, `Background` (default) or `Foreground` (handled as Background).
+    /// `Orphan`, `Background` (default) or `Foreground`.
     pub propagation: Option<String>,
     /// `preconditions.uid`.
     pub uid: Option<String>,
@@ -75,6 +75,23 @@ pub struct DeleteOptions {
     pub resource_version: Option<String>,
     /// `dryRun=All`.
     pub dry_run: bool,
+}
+
+/// Work a deletion hands to the garbage collector.
+#[derive(Debug, Clone)]
+pub(crate) enum GcTask {
+    /// A namespace started terminating: delete its contents, then it.
+    Namespace(String),
+    /// A foreground deletion: delete the owner's dependents, then drop its
+    /// `foregroundDeletion` finalizer.
+    Foreground {
+        /// Table of the owner.
+        table: Arc<str>,
+        /// The owner's key.
+        key: crate::store::ObjKey,
+        /// The owner's uid.
+        uid: String,
+    },
 }
 
 /// The shared state of a running server.
@@ -87,8 +104,8 @@ pub struct Cluster {
     pub faults: Faults,
     /// Configuration.
     pub config: Config,
-    /// Tells the garbage collector that a namespace started terminating.
-    pub(crate) terminating: tokio::sync::mpsc::UnboundedSender<String>,
+    /// Work for the garbage collector that a deletion starts.
+    pub(crate) gc: tokio::sync::mpsc::UnboundedSender<GcTask>,
 }
 
 pub(crate) fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {

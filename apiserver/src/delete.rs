@@ -4,11 +4,24 @@
 use axum::body::Bytes;
 use serde_json::{Value, json};
 
-use crate::cluster::{Cluster, DeleteOptions, NAMESPACES, meta_mut, str_at};
+use crate::cluster::{Cluster, DeleteOptions, GcTask, NAMESPACES, meta_mut, str_at};
 use crate::error::ApiError;
 use crate::resources::Resource;
-use crate::store::Mutation;
+use crate::store::{Mutation, ObjKey};
 use crate::util::now_rfc3339;
+
+/// The finalizer of a foreground deletion.
+pub(crate) const FOREGROUND: &str = "foregroundDeletion";
+
+fn add_finalizer(obj: &mut Value, finalizer: &str) {
+    let meta = meta_mut(obj);
+    let list = meta.entry("finalizers").or_insert_with(|| json!([]));
+    if let Some(list) = list.as_array_mut()
+        && !list.iter().any(|f| f == finalizer)
+    {
+        list.push(json!(finalizer));
+    }
+}
 
 impl Cluster {
     /// `DELETE` of one object. Returns the body and whether the object is gone (200) or only
@@ -22,14 +35,19 @@ impl Cluster {
     ) -> Result<(Bytes, bool), ApiError> {
         let ns_key = if res.namespaced { ns } else { "" };
         let table = res.table();
-        if opts.propagation.as_deref() == Some("Orphan")
-            && !opts.dry_run
-            && let Some(stored) = self.store.get(&table, ns_key, name)
-            && let Ok(v) = serde_json::from_slice::<Value>(&stored.bytes)
-            && let Some(uid) = str_at(&v, "/metadata/uid")
-        {
-            self.orphan_dependents(uid);
+        let uid = self
+            .store
+            .get(&table, ns_key, name)
+            .and_then(|s| serde_json::from_slice::<Value>(&s.bytes).ok())
+            .and_then(|v| str_at(&v, "/metadata/uid").map(str::to_string))
+            .unwrap_or_default();
+        let policy = opts.propagation.as_deref();
+        if policy == Some("Orphan") && !opts.dry_run {
+            self.orphan_dependents(&uid);
         }
+        let foreground = policy == Some("Foreground")
+            && !opts.dry_run
+            && !self.store.dependents(&uid).is_empty();
         let is_namespace = *table == *NAMESPACES;
         let outcome = self.store.mutate(&table, ns_key, name, |cur, _| {
             let current = cur.ok_or_else(|| ApiError::not_found(&res.group_resource(), name))?;
@@ -53,6 +71,10 @@ impl Cluster {
                     return Err(conflict("ResourceVersion", rv, have));
                 }
             }
+            let mut current = current;
+            if foreground {
+                add_finalizer(&mut current, FOREGROUND);
+            }
             let decision = deletion(current, is_namespace);
             Ok(match (opts.dry_run, decision) {
                 (true, Mutation::Put(v) | Mutation::Delete(v) | Mutation::Keep(v)) => {
@@ -62,7 +84,14 @@ impl Cluster {
             })
         })?;
         if is_namespace && !opts.dry_run {
-            let _ = self.terminating.send(name.to_string());
+            let _ = self.gc.send(GcTask::Namespace(name.to_string()));
+        }
+        if foreground && !outcome.deleted {
+            let _ = self.gc.send(GcTask::Foreground {
+                table: table.clone(),
+                key: ObjKey::new(ns_key, name),
+                uid,
+            });
         }
         if outcome.deleted {
             let v: Value = serde_json::from_slice(&outcome.bytes).unwrap_or_default();

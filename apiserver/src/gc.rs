@@ -8,31 +8,44 @@ use serde_json::Value;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::{CRDS, Cluster, NAMESPACES};
-use crate::delete::deletion;
+use crate::cluster::{CRDS, Cluster, GcTask, NAMESPACES};
+use crate::delete::{FOREGROUND, deletion};
 use crate::store::{Mutation, ObjKey, Removal};
 
 /// Runs until `cancel` fires.
 pub(crate) async fn run(
     cluster: Arc<Cluster>,
     mut removals: UnboundedReceiver<Removal>,
-    mut terminating: UnboundedReceiver<String>,
+    mut tasks: UnboundedReceiver<GcTask>,
     cancel: CancellationToken,
 ) {
     let mut namespaces: HashSet<String> = HashSet::new();
+    let mut foreground: Vec<(Arc<str>, ObjKey, String)> = Vec::new();
     loop {
         tokio::select! {
             biased;
             () = cancel.cancelled() => break,
-            Some(ns) = terminating.recv() => {
-                delete_namespace_contents(&cluster, &ns);
-                namespaces.insert(ns.clone());
-                if finish_namespace(&cluster, &ns) {
-                    namespaces.remove(&ns);
+            Some(task) = tasks.recv() => match task {
+                GcTask::Namespace(ns) => {
+                    delete_namespace_contents(&cluster, &ns);
+                    namespaces.insert(ns.clone());
+                    if finish_namespace(&cluster, &ns) {
+                        namespaces.remove(&ns);
+                    }
                 }
-            }
+                GcTask::Foreground { table, key, uid } => {
+                    for (dep_table, dep_key) in cluster.store.dependents(&uid) {
+                        let _ = cluster.store.mutate(&dep_table, &dep_key.ns, &dep_key.name, |cur, _| {
+                            Ok(cur.map_or(Mutation::Keep(Value::Null), |v| deletion(v, false)))
+                        });
+                    }
+                    foreground.push((table, key, uid));
+                    foreground.retain(|(t, k, u)| !finish_foreground(&cluster, t, k, u));
+                }
+            },
             Some(removal) = removals.recv() => {
                 on_removal(&cluster, &removal);
+                foreground.retain(|(t, k, u)| !finish_foreground(&cluster, t, k, u));
                 if namespaces.contains(&removal.ns) && finish_namespace(&cluster, &removal.ns) {
                     namespaces.remove(&removal.ns);
                 }
@@ -120,6 +133,34 @@ fn owner_exists(cluster: &Cluster, owner: &Value, dependent_ns: &str) -> bool {
         .get(&res.table(), ns, field("name"))
         .and_then(|s| serde_json::from_slice::<Value>(&s.bytes).ok())
         .is_some_and(|v| v.pointer("/metadata/uid").and_then(Value::as_str) == Some(field("uid")))
+}
+
+/// Drops the `foregroundDeletion` finalizer once the owner has no dependents; true when done.
+fn finish_foreground(cluster: &Cluster, table: &Arc<str>, key: &ObjKey, uid: &str) -> bool {
+    if !cluster.store.dependents(uid).is_empty() {
+        return false;
+    }
+    let _ = cluster.store.mutate(table, &key.ns, &key.name, |cur, _| {
+        let Some(mut obj) = cur else {
+            return Ok(Mutation::Keep(Value::Null));
+        };
+        if let Some(list) = obj
+            .pointer_mut("/metadata/finalizers")
+            .and_then(Value::as_array_mut)
+        {
+            list.retain(|f| f != FOREGROUND);
+        }
+        let done = obj
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty);
+        Ok(if done {
+            Mutation::Delete(obj)
+        } else {
+            Mutation::Put(obj)
+        })
+    });
+    true
 }
 
 fn delete_namespace_contents(cluster: &Cluster, ns: &str) {

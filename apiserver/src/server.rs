@@ -63,13 +63,13 @@ impl ApiServer {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let (store, removals) = Store::new(config.history_limit, config.watch_buffer);
         let store = Arc::new(store);
-        let (terminating_tx, terminating_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (gc_tx, gc_rx) = tokio::sync::mpsc::unbounded_channel();
         let cluster = Arc::new(Cluster {
             faults: Faults::new(store.clone()),
             store,
             registry: Arc::new(Registry::default()),
             config: config.clone(),
-            terminating: terminating_tx,
+            gc: gc_tx,
         });
         let ns_res = cluster
             .registry
@@ -95,7 +95,7 @@ impl ApiServer {
         let mut tasks = vec![tokio::spawn(gc::run(
             cluster.clone(),
             removals,
-            terminating_rx,
+            gc_rx,
             cancel.clone(),
         ))];
         let bind = |addr: SocketAddr, which: &'static str| async move {

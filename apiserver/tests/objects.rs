@@ -281,6 +281,45 @@ async fn deleting_an_owner_garbage_collects_its_dependents_in_the_background() {
 }
 
 #[tokio::test]
+async fn foreground_deletion_removes_dependents_before_the_owner() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let (_, owner) = h.post(CMS, &configmap("owner", json!({}))).await;
+    let mut child = configmap("child", json!({}));
+    child["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "ConfigMap",
+        "name": "owner", "uid": owner["metadata"]["uid"], "blockOwnerDeletion": true}]);
+    child["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    h.post(CMS, &child).await;
+    let (code, marked) = h
+        .delete(&format!("{CMS}/owner?propagationPolicy=Foreground"))
+        .await;
+    assert_eq!(code, 202, "{marked}");
+    assert_eq!(
+        marked["metadata"]["finalizers"],
+        json!(["foregroundDeletion"])
+    );
+    let (_, child) = eventually("the dependent to be marked", || async {
+        let got = h.get(&format!("{CMS}/child")).await;
+        got.1["metadata"]["deletionTimestamp"]
+            .is_string()
+            .then_some(got)
+    })
+    .await;
+    assert_eq!(
+        h.get(&format!("{CMS}/owner")).await.0,
+        200,
+        "the owner waits for its dependent"
+    );
+    let mut released = child.clone();
+    released["metadata"]["finalizers"] = json!([]);
+    h.put(&format!("{CMS}/child"), &released).await;
+    eventually("the owner to go after its dependent", || async {
+        (h.get(&format!("{CMS}/owner")).await.0 == 404).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn orphan_propagation_keeps_dependents_and_drops_their_owner_reference() {
     let s = server().await;
     let h = Http::new(&s);
