@@ -3,6 +3,7 @@
 #![deny(missing_docs)]
 
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod controller;
 pub mod election;

@@ -1,0 +1,279 @@
+//! The tower layers placed under `kube::Client`: a shared client-side rate limit and retries.
+
+use std::error::Error as StdError;
+use std::future::poll_fn;
+use std::io;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use futures::future::BoxFuture;
+use http::{Request, Response, header};
+use kube::client::Body;
+use parking_lot::Mutex;
+use tower::{BoxError, Layer, Service, ServiceExt};
+
+use super::bucket::TokenBucket;
+use super::policy::{self, Decision, Outcome, RequestClass};
+use super::{ClientLimits, ClientStats};
+
+/// A service shared by the futures of its wrapper: kube's stack below our layers is a
+/// `BoxService`, which is neither `Clone` nor `Sync`, yet every rate-limited or retried request
+/// must call it later from its own future. The lock is held only to poll readiness and start a
+/// call, never while the response is awaited.
+struct Shared<S>(Arc<Mutex<S>>);
+
+impl<S> Clone for Shared<S> {
+    fn clone(&self) -> Self {
+        Shared(self.0.clone())
+    }
+}
+
+impl<S> Shared<S> {
+    async fn call<B>(&self, req: Request<Body>) -> Result<Response<B>, BoxError>
+    where
+        S: Service<Request<Body>, Response = Response<B>>,
+        S::Error: Into<BoxError>,
+    {
+        let mut req = Some(req);
+        let response = poll_fn(|cx| {
+            let mut svc = self.0.lock();
+            match svc.poll_ready(cx) {
+                Poll::Ready(Ok(())) => match req.take() {
+                    Some(req) => Poll::Ready(Ok(svc.call(req))),
+                    None => Poll::Ready(Err(BoxError::from("request already sent"))),
+                },
+                Poll::Ready(Err(e)) => Poll::Ready(Err(e.into())),
+                Poll::Pending => Poll::Pending,
+            }
+        })
+        .await?;
+        response.await.map_err(Into::into)
+    }
+}
+
+/// Adds the client-side token bucket of [`ClientLimits::qps`] and [`ClientLimits::burst`].
+///
+/// Every attempt — first tries and retries alike, as in client-go — waits for a token before it
+/// is sent. The wait happens in the request's own future, so waiting requests never block the
+/// others, and the bucket is shared by every clone of the client (they share one service). A
+/// watch takes one token to open, like client-go, and its long-running stream is never throttled.
+#[derive(Debug, Clone)]
+pub struct RateLimitLayer {
+    bucket: Arc<TokenBucket>,
+    stats: ClientStats,
+}
+
+impl RateLimitLayer {
+    /// A layer with a new, full bucket; counts attempts and waits in `stats`.
+    ///
+    /// `limits` must be valid ([`ClientLimits::validate`]).
+    pub fn new(limits: &ClientLimits, stats: ClientStats) -> Self {
+        RateLimitLayer {
+            bucket: Arc::new(TokenBucket::new(limits.qps, limits.burst)),
+            stats,
+        }
+    }
+}
+
+impl<S> Layer<S> for RateLimitLayer {
+    type Service = RateLimit<S>;
+
+    fn layer(&self, inner: S) -> RateLimit<S> {
+        RateLimit {
+            inner: Shared(Arc::new(Mutex::new(inner))),
+            bucket: self.bucket.clone(),
+            stats: self.stats.clone(),
+        }
+    }
+}
+
+/// The service of [`RateLimitLayer`].
+pub struct RateLimit<S> {
+    inner: Shared<S>,
+    bucket: Arc<TokenBucket>,
+    stats: ClientStats,
+}
+
+impl<S> Clone for RateLimit<S> {
+    fn clone(&self) -> Self {
+        RateLimit {
+            inner: self.inner.clone(),
+            bucket: self.bucket.clone(),
+            stats: self.stats.clone(),
+        }
+    }
+}
+
+impl<S, B> Service<Request<Body>> for RateLimit<S>
+where
+    S: Service<Request<Body>, Response = Response<B>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: Send + 'static,
+{
+    type Response = Response<B>;
+    type Error = BoxError;
+    type Future = BoxFuture<'static, Result<Response<B>, BoxError>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        // Readiness of the inner service is awaited inside the request's future, after its token.
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<Body>) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move {
+            let waited = this.bucket.acquire().await;
+            this.stats.record_request(waited);
+            this.inner.call(req).await
+        })
+    }
+}
+
+/// Retries requests per the table in the [module docs](super), waiting `Retry-After` or an
+/// exponential backoff with jitter between attempts.
+///
+/// Placed above [`RateLimitLayer`] so each retry also waits for a token. Request bodies are
+/// buffered once (kube's are already in memory) so every attempt sends the same bytes. Watches
+/// pass straight through: kube's watcher resumes them itself.
+#[derive(Debug, Clone)]
+pub struct RetryLayer {
+    limits: ClientLimits,
+    stats: ClientStats,
+}
+
+impl RetryLayer {
+    /// A layer retrying per `limits` and counting retries in `stats`.
+    ///
+    /// `limits` must be valid ([`ClientLimits::validate`]).
+    pub fn new(limits: &ClientLimits, stats: ClientStats) -> Self {
+        RetryLayer {
+            limits: limits.clone(),
+            stats,
+        }
+    }
+}
+
+impl<S> Layer<S> for RetryLayer {
+    type Service = Retry<S>;
+
+    fn layer(&self, inner: S) -> Retry<S> {
+        Retry {
+            inner,
+            limits: Arc::new(self.limits.clone()),
+            stats: self.stats.clone(),
+        }
+    }
+}
+
+/// The service of [`RetryLayer`]; the inner service must be `Clone` (as [`RateLimit`] is).
+#[derive(Clone)]
+pub struct Retry<S> {
+    inner: S,
+    limits: Arc<ClientLimits>,
+    stats: ClientStats,
+}
+
+impl<S, B> Service<Request<Body>> for Retry<S>
+where
+    S: Service<Request<Body>, Response = Response<B>, Error = BoxError> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    B: Send + 'static,
+{
+    type Response = Response<B>;
+    type Error = BoxError;
+    type Future = BoxFuture<'static, Result<Response<B>, BoxError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<Body>) -> Self::Future {
+        // Take the service that was driven ready, leaving a fresh clone (tower's clone-and-swap).
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let limits = self.limits.clone();
+        let stats = self.stats.clone();
+        Box::pin(send_with_retries(inner, req, limits, stats))
+    }
+}
+
+/// Sends `req` through `inner`, retrying as [`policy::decide`] says.
+async fn send_with_retries<S, B>(
+    mut inner: S,
+    req: Request<Body>,
+    limits: Arc<ClientLimits>,
+    stats: ClientStats,
+) -> Result<Response<B>, BoxError>
+where
+    S: Service<Request<Body>, Response = Response<B>, Error = BoxError>,
+{
+    let class = policy::classify(
+        req.method(),
+        req.uri().query(),
+        req.headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok()),
+    );
+    if class == RequestClass::Watch || limits.max_retries == 0 {
+        return inner.call(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let body = match body.try_clone() {
+        Some(_) => body,
+        None => Body::from(body.collect_bytes().await?),
+    };
+    let head = Request::from_parts(parts, ());
+    let mut retries_done = 0;
+    loop {
+        let attempt = {
+            let (parts, ()) = head.clone().into_parts();
+            let body = body
+                .try_clone()
+                .ok_or_else(|| BoxError::from("a buffered request body cannot be cloned"))?;
+            Request::from_parts(parts, body)
+        };
+        let result = inner.ready().await?.call(attempt).await;
+        let outcome = match &result {
+            Ok(response) => Outcome::Response {
+                status: response.status(),
+                retry_after: response
+                    .headers()
+                    .get(header::RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok()),
+            },
+            Err(e) if is_connection_refused(e.as_ref()) => Outcome::ConnectRefused,
+            Err(_) => Outcome::TransportError,
+        };
+        match policy::decide(class, outcome, retries_done, &limits, rand::random()) {
+            Decision::Return => return result,
+            Decision::Exhausted(reason) => {
+                stats.record_exhausted();
+                tracing::debug!(?reason, retries_done, "API request out of retries");
+                return result;
+            }
+            Decision::Retry { after, reason } => {
+                stats.record_retry(reason);
+                tracing::debug!(?reason, ?after, retries_done, "retrying API request");
+                // Drop the failed response (and its connection) before waiting.
+                drop(result);
+                tokio::time::sleep(after).await;
+                retries_done += 1;
+            }
+        }
+    }
+}
+
+/// Whether `err` or any of its causes is a refused TCP connection: the request was never sent.
+fn is_connection_refused(err: &(dyn StdError + 'static)) -> bool {
+    let mut cause = Some(err);
+    while let Some(e) = cause {
+        if e.downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::ConnectionRefused)
+        {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
+}

@@ -1,0 +1,111 @@
+//! The host's kube-rs client: client-side rate limiting (qps/burst), `Retry-After`, and bounded
+//! retries with backoff (SEMANTICS rule 23).
+//!
+//! # Flow
+//! [`client`] builds kube's default stack from a [`kube::Config`] and adds two tower layers on
+//! top of it with `ClientBuilder::with_layer`. Outermost first, a request goes through:
+//!
+//! 1. `kube::Client`'s own `Buffer` (what makes the client cheap to clone; one service for all
+//!    clones, hence one token bucket);
+//! 2. [`RetryLayer`]: classifies the request, buffers its body, and repeats failed attempts;
+//! 3. [`RateLimitLayer`]: every attempt waits for a token of the shared bucket;
+//! 4. kube's stack: tracing, extra headers, auth, base URI, and the hyper client.
+//!
+//! kube's own retry layer (`Config::default_retry`, which retries 429/503/504 for every verb,
+//! POST included) is switched off: [`RetryLayer`] replaces it.
+//!
+//! # Retries
+//!
+//! | request                                          | 429   | 500/502/503/504 | connection refused | anything else |
+//! |--------------------------------------------------|-------|-----------------|--------------------|---------------|
+//! | watch (`watch=true` / `watch=1` in the query)    | no    | no              | no                 | no            |
+//! | GET, HEAD, OPTIONS                               | retry | retry           | retry              | no            |
+//! | PUT, DELETE, PATCH with apply or merge patch     | retry | retry           | retry              | no            |
+//! | POST, PATCH with JSON or strategic merge patch   | retry | no              | retry              | no            |
+//!
+//! - 429 means the server did not act on the request, so every verb retries; the wait is the
+//!   `Retry-After` seconds, capped at [`ClientLimits::backoff_max`]. Without `Retry-After`, or
+//!   with one in HTTP-date form (the API server sends seconds), the exponential backoff applies.
+//! - After a 5xx the server may have applied the request, so only requests that are safe to
+//!   repeat retry. A repeated PUT with a resourceVersion that had in fact succeeded answers 409
+//!   and a repeated DELETE answers 404, both of which controllers already handle. A POST
+//!   (create) could create twice (with `generateName`), so its 5xx goes to the caller.
+//! - A refused connection means nothing was sent, so every verb retries. Other transport errors
+//!   (reset, timeout) may come after the request reached the server and go to the caller.
+//! - Exponential backoff: `backoff_base × 2^n`, capped at `backoff_max`, times a random factor
+//!   in `(1/2, 1]`. At most [`ClientLimits::max_retries`] retries; the last failure is returned
+//!   as the server sent it.
+//! - Watches are never retried here; kube's watcher re-lists and re-watches itself.
+//!
+//! # Rate limit
+//! A token bucket of [`ClientLimits::burst`] tokens refilled at [`ClientLimits::qps`]; each
+//! attempt, retries included, takes one token (client-go throttles retries too). A watch takes
+//! one token to open and its stream is then never throttled, as in client-go.
+
+mod bucket;
+mod layers;
+mod limits;
+mod policy;
+mod stats;
+
+use kube::client::ClientBuilder;
+use thiserror::Error;
+
+pub use layers::{RateLimit, RateLimitLayer, Retry, RetryLayer};
+pub use limits::{
+    ClientLimits, DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_MAX, DEFAULT_BURST, DEFAULT_MAX_RETRIES,
+    DEFAULT_QPS, LimitsError,
+};
+pub use stats::{ClientStats, ClientStatsSnapshot};
+
+/// Why [`client`] could not build a client.
+#[derive(Debug, Error)]
+pub enum ClientError {
+    /// A limit is invalid.
+    #[error("invalid API client limits")]
+    Limits(#[from] LimitsError),
+    /// kube refused the connection settings (TLS material, auth, proxy).
+    #[error(
+        "failed to build the API client for `{url}`; check the kubeconfig's cluster and user \
+         entries"
+    )]
+    Build {
+        /// The cluster URL from the configuration.
+        url: String,
+        /// kube's error.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// A kube client for `config` with the rate limit and retries of `limits`.
+///
+/// Call it inside a tokio runtime: kube spawns the client's request buffer task.
+///
+/// # Errors
+/// [`ClientError::Limits`] when `limits` is invalid; [`ClientError::Build`] when kube refuses
+/// `config`.
+pub fn client(config: kube::Config, limits: &ClientLimits) -> Result<kube::Client, ClientError> {
+    client_with_stats(config, limits, &ClientStats::default())
+}
+
+/// Like [`client`], counting requests, throttled waits and retries in `stats` (pass one handle
+/// per plugin to get per-plugin numbers, or share one for a host-wide total).
+///
+/// # Errors
+/// As [`client`].
+pub fn client_with_stats(
+    mut config: kube::Config,
+    limits: &ClientLimits,
+    stats: &ClientStats,
+) -> Result<kube::Client, ClientError> {
+    limits.validate()?;
+    config.default_retry = false;
+    let url = config.cluster_url.to_string();
+    let builder =
+        ClientBuilder::try_from(config).map_err(|source| ClientError::Build { url, source })?;
+    Ok(builder
+        .with_layer(&RateLimitLayer::new(limits, stats.clone()))
+        .with_layer(&RetryLayer::new(limits, stats.clone()))
+        .build())
+}
