@@ -1,18 +1,18 @@
 //! An in-process, in-memory Kubernetes API server: the development cluster and the test backbone.
 #![deny(missing_docs)]
 
-pub mod cluster;
-mod delete;
+mod cluster;
 mod config;
+mod delete;
 pub mod error;
 pub mod faults;
 mod gc;
 mod http;
 pub mod patch;
-pub mod resources;
+mod resources;
 pub mod selector;
 mod server;
-pub mod store;
+mod store;
 mod tls;
 mod util;
 

@@ -260,16 +260,6 @@ impl Registry {
             .cloned()
     }
 
-    /// Any served version of the table `table` (used by background tasks).
-    pub fn find_table(&self, table: &str) -> Option<Arc<Resource>> {
-        self.read().iter().find(|r| *r.table() == *table).cloned()
-    }
-
-    /// All served resources.
-    pub fn all(&self) -> Vec<Arc<Resource>> {
-        self.read().clone()
-    }
-
     /// The resources of `group/version`.
     pub fn in_group_version(&self, group: &str, version: &str) -> Vec<Arc<Resource>> {
         self.read()

@@ -34,8 +34,6 @@ impl ObjKey {
 pub struct Stored {
     /// The serialized object.
     pub bytes: Bytes,
-    /// Its resourceVersion.
-    pub rv: u64,
     /// uids of its owners (from `metadata.ownerReferences`), if any.
     owners: Option<Box<[String]>>,
 }
@@ -49,17 +47,6 @@ pub enum EventType {
     Modified,
     /// Object removed.
     Deleted,
-}
-
-impl EventType {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Added => "ADDED",
-            EventType::Modified => "MODIFIED",
-            EventType::Deleted => "DELETED",
-        }
-    }
 }
 
 /// One change, as kept in the history and sent to watchers.
@@ -98,8 +85,6 @@ pub enum Mutation {
 pub struct Outcome {
     /// The object bytes after the change (or the final state for a delete).
     pub bytes: Bytes,
-    /// Whether the object was created.
-    pub created: bool,
     /// Whether the object was removed.
     pub deleted: bool,
 }
@@ -302,7 +287,6 @@ impl Store {
         match f(current, next_rv)? {
             Mutation::Keep(v) => Ok(Outcome {
                 bytes: to_bytes(&v)?,
-                created: false,
                 deleted: false,
             }),
             Mutation::Put(mut v) => {
@@ -316,7 +300,6 @@ impl Store {
                 self.commit(&mut inner, table, key, Some(&v), bytes.clone(), kind);
                 Ok(Outcome {
                     bytes,
-                    created: !existed,
                     deleted: false,
                 })
             }
@@ -333,7 +316,6 @@ impl Store {
                 );
                 Ok(Outcome {
                     bytes,
-                    created: false,
                     deleted: true,
                 })
             }
@@ -386,7 +368,6 @@ impl Store {
                 key.clone(),
                 Stored {
                     bytes: bytes.clone(),
-                    rv,
                     owners: owners.clone(),
                 },
             )
