@@ -245,7 +245,8 @@ async fn metrics_endpoint_exposes_every_metric_with_sensible_values_after_a_run(
     )?;
     ensure!(
         unfinished > 0.0 && longest > 0.0 && longest <= unfinished,
-        "a held key is unfinished work, refreshed on scrape: unfinished {unfinished}, longest {longest}"
+        "a held key is unfinished work, refreshed on scrape: \
+         unfinished {unfinished}, longest {longest}"
     );
 
     // Drained.

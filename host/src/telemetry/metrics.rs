@@ -3,7 +3,6 @@
 
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Weak};
-use std::time::Duration;
 
 use parking_lot::Mutex;
 use prometheus_client::encoding::text::encode;
@@ -13,8 +12,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::controller::{Outcome, ReconcileMetrics};
-use crate::queue::{Key, Queue, QueueMetrics};
+use super::hooks::{ControllerMetrics, LeaderStatus, WorkqueueMetrics};
+use crate::controller::Outcome;
+use crate::queue::{Key, Queue};
 
 /// client-go's workqueue latency buckets, `ExponentialBuckets(10e-9, 10, 10)`: 10 ns to 10 s.
 /// Written out rather than multiplied so each bound is the nearest `f64` to its power of ten.
@@ -333,100 +333,13 @@ impl Drop for ScrapeHook {
     }
 }
 
-/// client-go's seven workqueue metrics for one queue; see [`Metrics::workqueue`].
-#[derive(Debug)]
-pub struct WorkqueueMetrics {
-    depth: Gauge,
-    adds: Counter,
-    queue_duration: Histogram,
-    work_duration: Histogram,
-    unfinished_work: FloatGauge,
-    longest_running: FloatGauge,
-    retries: Counter,
-}
-
-impl QueueMetrics for WorkqueueMetrics {
-    fn add(&self) {
-        self.adds.inc();
-    }
-
-    fn depth(&self, delta: i64) {
-        self.depth.inc_by(delta);
-    }
-
-    fn queue_latency(&self, waited: Duration) {
-        self.queue_duration.observe(waited.as_secs_f64());
-    }
-
-    fn work_duration(&self, held: Duration) {
-        self.work_duration.observe(held.as_secs_f64());
-    }
-
-    fn unfinished_work(&self, total_seconds: f64, longest_seconds: f64) {
-        self.unfinished_work.set(total_seconds);
-        self.longest_running.set(longest_seconds);
-    }
-
-    fn retry(&self) {
-        self.retries.inc();
-    }
-}
-
-/// controller-runtime's reconcile metrics for one controller; see [`Metrics::controller`].
-#[derive(Debug)]
-pub struct ControllerMetrics {
-    success: Counter,
-    requeue: Counter,
-    requeue_after: Counter,
-    error: Counter,
-    errors: Counter,
-    time: Histogram,
-    active_workers: Gauge,
-}
-
-impl ReconcileMetrics for ControllerMetrics {
-    fn reconciled(&self, outcome: Outcome, took: Duration) {
-        let total = match outcome {
-            Outcome::Success => &self.success,
-            Outcome::Requeue => &self.requeue,
-            Outcome::RequeueAfter => &self.requeue_after,
-            Outcome::Error => {
-                self.errors.inc();
-                &self.error
-            }
-        };
-        total.inc();
-        self.time.observe(took.as_secs_f64());
-    }
-
-    fn active_workers(&self, delta: i64) {
-        self.active_workers.inc_by(delta);
-    }
-}
-
-/// `leader_election_master_status` for one Lease; see [`Metrics::leader_election`].
-#[derive(Clone, Debug)]
-pub struct LeaderStatus {
-    gauge: Gauge,
-}
-
-impl LeaderStatus {
-    /// Reports 1 while this replica leads the Lease, 0 otherwise.
-    pub fn set_leading(&self, leading: bool) {
-        self.gauge.set(i64::from(leading));
-    }
-
-    /// Whether the gauge currently reports leading.
-    #[must_use]
-    pub fn is_leading(&self) -> bool {
-        self.gauge.get() == 1
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
-    use crate::queue::RateLimitingQueue;
+    use crate::controller::ReconcileMetrics;
+    use crate::queue::{QueueMetrics, RateLimitingQueue};
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)

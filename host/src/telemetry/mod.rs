@@ -28,16 +28,15 @@
 //! ```
 
 mod health;
+mod hooks;
 mod metrics;
 mod server;
 
 use std::net::SocketAddr;
 
 pub use health::{CheckResult, Health, Readiness, ReadinessGate};
-pub use metrics::{
-    ControllerMetrics, LeaderStatus, Metrics, RECONCILE_TIME_BUCKETS, ScrapeHook,
-    WORKQUEUE_BUCKETS, WorkqueueMetrics,
-};
+pub use hooks::{ControllerMetrics, LeaderStatus, WorkqueueMetrics};
+pub use metrics::{Metrics, RECONCILE_TIME_BUCKETS, ScrapeHook, WORKQUEUE_BUCKETS};
 pub use server::{OPENMETRICS_CONTENT_TYPE, Server};
 
 /// What can go wrong in telemetry.
