@@ -309,3 +309,24 @@ async fn a_selector_watch_sees_objects_entering_as_added_and_leaving_as_deleted(
     h.patch(&path, ct, &json!({"data": {"k": "2"}})).await;
     assert_eq!(w.next_change().await.expect("modified")["type"], "MODIFIED");
 }
+
+#[tokio::test]
+async fn events_can_be_selected_by_involved_object_and_unknown_fields_are_refused() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let events = "/api/v1/namespaces/default/events";
+    for (name, target) in [("e1", "demo"), ("e2", "other")] {
+        let event = json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": name},
+            "involvedObject": {"kind": "ConfigMap", "name": target, "namespace": "default"},
+            "reason": "Tested", "type": "Normal"});
+        assert_eq!(h.post(events, &event).await.0, 201);
+    }
+    let (_, l) = h
+        .get(&format!(
+            "{events}?fieldSelector=involvedObject.name%3Ddemo,involvedObject.kind%3DConfigMap"
+        ))
+        .await;
+    assert_eq!(names(&l), ["e1"]);
+    let (code, st) = h.get(&format!("{CMS}?fieldSelector=data.k%3Dv")).await;
+    assert_eq!((code, st["reason"].as_str()), (400, Some("BadRequest")));
+}

@@ -7,6 +7,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::Value;
 
+use super::fields::{self, KindField};
 use super::{App, Query, Target, json_response, table, wants_table};
 use crate::error::ApiError;
 use crate::resources::Resource;
@@ -17,28 +18,37 @@ use crate::store::ObjKey;
 pub(crate) struct Filter {
     labels: Option<LabelSelector>,
     fields: Option<FieldSelector>,
+    kind_fields: Vec<KindField>,
 }
 
 impl Filter {
-    pub(crate) fn from_query(query: &Query) -> Result<Self, ApiError> {
+    pub(crate) fn from_query(query: &Query, res: &Resource) -> Result<Self, ApiError> {
         let labels = match query.get("labelSelector").filter(|s| !s.is_empty()) {
             Some(s) => Some(LabelSelector::parse(s).map_err(|e| {
                 ApiError::BadRequest(format!("unable to parse labelSelector `{s}`: {e}"))
             })?),
             None => None,
         };
-        let fields = match query.get("fieldSelector").filter(|s| !s.is_empty()) {
-            Some(s) => Some(FieldSelector::parse(s).map_err(|e| {
+        let (generic, kind_fields) = match query.get("fieldSelector") {
+            Some(s) => fields::split(res, s)?,
+            None => (String::new(), Vec::new()),
+        };
+        let fields = match Some(generic).filter(|s| !s.is_empty()) {
+            Some(s) => Some(FieldSelector::parse(&s).map_err(|e| {
                 ApiError::BadRequest(format!("unable to parse fieldSelector `{s}`: {e}"))
             })?),
             None => None,
         };
-        Ok(Filter { labels, fields })
+        Ok(Filter {
+            labels,
+            fields,
+            kind_fields,
+        })
     }
 
     /// Whether the filter selects everything.
     pub(crate) fn is_empty(&self) -> bool {
-        self.labels.is_none() && self.fields.is_none()
+        self.labels.is_none() && self.fields.is_none() && self.kind_fields.is_empty()
     }
 
     /// Whether the serialized object matches.
@@ -61,6 +71,7 @@ impl Filter {
             }
         }
         self.fields.as_ref().is_none_or(|f| f.matches(v))
+            && self.kind_fields.iter().all(|f| f.matches(v))
     }
 }
 
@@ -127,7 +138,7 @@ pub(super) fn list(
 ) -> Result<Response, ApiError> {
     let store = &app.cluster.store;
     let res = &target.res;
-    let filter = Filter::from_query(query)?;
+    let filter = Filter::from_query(query, res)?;
     let limit: usize = match query.get("limit") {
         Some(l) => l.parse().map_err(|_| {
             ApiError::BadRequest(format!("limit `{l}` is not a non-negative integer"))

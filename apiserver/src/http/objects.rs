@@ -96,7 +96,7 @@ pub(super) fn serve(
         }
         Verb::DeleteCollection => {
             let opts = delete_options(&body, query)?;
-            let filter = list::Filter::from_query(query)?;
+            let filter = list::Filter::from_query(query, res)?;
             let ns = (!target.ns.is_empty()).then_some(target.ns.as_str());
             let page = cluster
                 .store

@@ -71,7 +71,7 @@ pub(super) fn watch(
 ) -> Result<Response, ApiError> {
     let cluster = app.cluster.clone();
     let store = cluster.store.clone();
-    let filter = Filter::from_query(query)?;
+    let filter = Filter::from_query(query, &target.res)?;
     let bookmarks = is_true(query, "allowWatchBookmarks");
     let send_initial = is_true(query, "sendInitialEvents");
     let timeout = match query.get("timeoutSeconds") {
