@@ -434,3 +434,29 @@ async fn server_stops_serving_once_the_shutdown_token_is_cancelled() -> anyhow::
     }
     Ok(())
 }
+
+#[tokio::test]
+async fn shutdown_completes_while_a_scraper_holds_an_idle_keep_alive_connection()
+-> anyhow::Result<()> {
+    let telemetry = Telemetry::new();
+    let (server, shutdown) = serve(&telemetry).await?;
+    let mut scraper = TcpStream::connect(server.local_addr()).await?;
+    scraper
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: telemetry\r\n\r\n")
+        .await?;
+    let mut response = Vec::new();
+    within("the keep-alive response arrives", async {
+        let mut buf = [0_u8; 1024];
+        while !response.ends_with(b"\r\n\r\nok") {
+            let read = scraper.read(&mut buf).await?;
+            ensure!(read > 0, "connection closed before the response ended");
+            response.extend_from_slice(&buf[..read]);
+        }
+        anyhow::Ok(())
+    })
+    .await??;
+
+    shutdown.cancel();
+    within("the server stops with a connection still open", server).await??;
+    Ok(())
+}

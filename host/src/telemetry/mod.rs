@@ -31,6 +31,8 @@ mod health;
 mod hooks;
 mod metrics;
 mod server;
+#[cfg(test)]
+mod tests;
 
 use std::net::SocketAddr;
 
