@@ -175,7 +175,8 @@ struct Inner {
 /// 1. Per controller: [`workqueue`](Metrics::workqueue) for its queue,
 ///    [`report_unfinished_work_on_scrape`](Metrics::report_unfinished_work_on_scrape) with that
 ///    queue, and [`controller`](Metrics::controller) for its workers.
-/// 2. Per Lease: [`leader_election`](Metrics::leader_election), set as leadership changes.
+/// 2. Per Lease: [`report_leadership_on_scrape`](Metrics::report_leadership_on_scrape) with
+///    the elector's channel, or [`leader_election`](Metrics::leader_election) set by hand.
 /// 3. Each scrape calls [`encode`](Metrics::encode): scrape hooks run first, so on-demand
 ///    gauges are fresh, then every family is encoded.
 ///
@@ -289,8 +290,9 @@ impl Metrics {
     }
 
     /// Runs `refresh` right before every [`encode`](Metrics::encode), until the returned hook
-    /// is dropped. `refresh` must be quick and must not call back into these metrics' scrape
-    /// hooks; it may report to any metric hook.
+    /// is dropped. `refresh` runs on the scraping task, outside any lock: it must be quick and
+    /// must not call [`encode`](Metrics::encode) (that would recurse); it may report to any
+    /// metric hook and register or drop scrape hooks.
     #[must_use = "dropping the hook unregisters it at once"]
     pub fn on_scrape(&self, refresh: impl Fn() + Send + Sync + 'static) -> ScrapeHook {
         let id = self
