@@ -489,6 +489,45 @@ async fn a_crd_serves_its_kind_with_discovery_until_it_is_deleted() {
 }
 
 #[tokio::test]
+async fn a_custom_resource_reads_back_in_the_version_asked_for() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let version = |name: &str, storage: bool| {
+        json!({"name": name, "served": true, "storage": storage,
+        "schema": {"openAPIV3Schema": {"type": "object"}}})
+    };
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Cluster",
+                 "names": {"plural": "gadgets", "kind": "Gadget"},
+                 "versions": [version("v2", true), version("v1", false)]},
+    });
+    assert_eq!(
+        h.post(
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            &crd
+        )
+        .await
+        .0,
+        201
+    );
+    let (code, _) = h
+        .post(
+            "/apis/example.com/v1/gadgets",
+            &json!({"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g"}}),
+        )
+        .await;
+    assert_eq!(code, 201);
+    let (_, g) = h.get("/apis/example.com/v2/gadgets/g").await;
+    assert_eq!(g["apiVersion"], "example.com/v2");
+    let (_, list) = h.get("/apis/example.com/v1/gadgets").await;
+    assert_eq!(list["items"][0]["apiVersion"], "example.com/v1");
+    let (_, group) = h.get("/apis/example.com").await;
+    assert_eq!(group["preferredVersion"]["version"], "v2");
+}
+
+#[tokio::test]
 async fn discovery_lists_the_built_ins_with_their_scope() {
     let s = server().await;
     let h = Http::new(&s);

@@ -8,7 +8,7 @@ use axum::response::Response;
 use serde_json::Value;
 
 use super::fields::{self, KindField};
-use super::{App, Query, Target, json_response, table, wants_table};
+use super::{App, Query, Target, as_version, json_response, table, wants_table};
 use crate::error::ApiError;
 use crate::resources::Resource;
 use crate::selector::{FieldSelector, LabelSelector};
@@ -188,7 +188,11 @@ pub(super) fn list(
     let rv = snapshot_rv.unwrap_or(page.rv);
     let cont = page.next.as_ref().map(|k| encode_continue(rv, k));
     let remaining = (page.remaining > 0).then_some(page.remaining);
-    let items: Vec<Bytes> = page.items.into_iter().map(|(_, b)| b).collect();
+    let items: Vec<Bytes> = page
+        .items
+        .into_iter()
+        .map(|(_, b)| as_version(res, b))
+        .collect();
     let body = if wants_table(headers) {
         table::table(res, &items, rv, cont, true)
     } else {

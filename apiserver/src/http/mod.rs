@@ -238,6 +238,25 @@ fn verb_wire_name(verb: Verb) -> &'static str {
     }
 }
 
+/// The object as the requested version of a custom resource: with the "None" conversion
+/// strategy only `apiVersion` differs between versions. Built-in kinds have one version each.
+pub(crate) fn as_version(res: &Resource, bytes: Bytes) -> Bytes {
+    if res.crd.is_none() {
+        return bytes;
+    }
+    let api_version = res.api_version();
+    let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+        return bytes;
+    };
+    if v.get("apiVersion").and_then(|a| a.as_str()) == Some(api_version.as_str())
+        || v.get("kind").and_then(|k| k.as_str()) == Some("Status")
+    {
+        return bytes;
+    }
+    v["apiVersion"] = serde_json::Value::String(api_version);
+    serde_json::to_vec(&v).map(Bytes::from).unwrap_or(bytes)
+}
+
 /// Whether the client asked for the `meta.k8s.io/v1` Table form.
 pub(crate) fn wants_table(headers: &HeaderMap) -> bool {
     headers

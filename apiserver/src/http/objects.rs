@@ -7,7 +7,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use serde_json::Value;
 
-use super::{App, Query, Target, json_response, list, table, wants_table};
+use super::{App, Query, Target, as_version, json_response, list, table, wants_table};
 use crate::cluster::{DeleteOptions, Part, PatchKind, PatchRequest, WriteOptions};
 use crate::error::ApiError;
 use crate::faults::Verb;
@@ -46,17 +46,17 @@ pub(super) fn serve(
                     table::table(res, &[bytes], rv, None, true),
                 ));
             }
-            Ok(json_response(StatusCode::OK, bytes))
+            Ok(json_response(StatusCode::OK, as_version(res, bytes)))
         }
         Verb::Create => {
             let obj = decode(&body, headers, res.kind.as_str())?;
             let bytes = cluster.create(res, &target.ns, obj, &opts)?;
-            Ok(json_response(StatusCode::CREATED, bytes))
+            Ok(json_response(StatusCode::CREATED, as_version(res, bytes)))
         }
         Verb::Update => {
             let obj = decode(&body, headers, res.kind.as_str())?;
             let bytes = cluster.update(res, &target.ns, name, obj, part, &opts)?;
-            Ok(json_response(StatusCode::OK, bytes))
+            Ok(json_response(StatusCode::OK, as_version(res, bytes)))
         }
         Verb::Patch => {
             let kind = patch_kind(headers, query)?;
@@ -82,7 +82,7 @@ pub(super) fn serve(
             } else {
                 StatusCode::OK
             };
-            Ok(json_response(code, bytes))
+            Ok(json_response(code, as_version(res, bytes)))
         }
         Verb::Delete => {
             let opts = delete_options(&body, query)?;
@@ -92,7 +92,7 @@ pub(super) fn serve(
             } else {
                 StatusCode::ACCEPTED
             };
-            Ok(json_response(code, bytes))
+            Ok(json_response(code, as_version(res, bytes)))
         }
         Verb::DeleteCollection => {
             let opts = delete_options(&body, query)?;

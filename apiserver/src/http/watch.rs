@@ -11,7 +11,7 @@ use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 
 use super::list::Filter;
-use super::{App, Query, Target, is_true, json_response, table, wants_table};
+use super::{App, Query, Target, as_version, is_true, json_response, table, wants_table};
 use crate::error::ApiError;
 use crate::store::{Event, EventType};
 
@@ -28,6 +28,7 @@ struct Encoder {
 
 impl Encoder {
     fn event(&mut self, kind: &str, object: &Bytes) -> Bytes {
+        let object = &as_version(&self.res, object.clone());
         let object = if self.table_mode {
             let first = !self.columns_sent;
             self.columns_sent = true;
