@@ -277,3 +277,138 @@ fn is_connection_refused(err: &(dyn StdError + 'static)) -> bool {
     }
     false
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use http::StatusCode;
+    use tokio::time::Instant;
+    use tower::util::BoxService;
+
+    use super::*;
+
+    /// What the mock server saw: when each attempt arrived and its body.
+    type Seen = Arc<Mutex<Vec<(Duration, Vec<u8>)>>>;
+
+    /// The mock server's service type.
+    type Mock = BoxService<Request<Body>, Response<()>, BoxError>;
+
+    /// A mock API server answering `script` in order (status, Retry-After), then 200, behind a
+    /// non-`Clone` `BoxService` like kube's own stack.
+    fn mock(script: Vec<(u16, Option<&'static str>)>, seen: Seen) -> Mock {
+        let start = Instant::now();
+        let script = Arc::new(Mutex::new(script.into_iter()));
+        BoxService::new(tower::service_fn(move |req: Request<Body>| {
+            let (script, seen) = (script.clone(), seen.clone());
+            async move {
+                let body = req.into_body().collect_bytes().await?.to_vec();
+                seen.lock().push((start.elapsed(), body));
+                let (code, retry_after) = script.lock().next().unwrap_or((200, None));
+                let mut response = Response::builder().status(code);
+                if let Some(secs) = retry_after {
+                    response = response.header(header::RETRY_AFTER, secs);
+                }
+                Ok::<_, BoxError>(response.body(())?)
+            }
+        }))
+    }
+
+    fn stack(
+        limits: &ClientLimits,
+        script: Vec<(u16, Option<&'static str>)>,
+    ) -> (Retry<RateLimit<Mock>>, Seen, ClientStats) {
+        let seen = Seen::default();
+        let stats = ClientStats::default();
+        let svc = RetryLayer::new(limits, stats.clone())
+            .layer(RateLimitLayer::new(limits, stats.clone()).layer(mock(script, seen.clone())));
+        (svc, seen, stats)
+    }
+
+    fn put(body: &str) -> Request<Body> {
+        Request::put("/api/v1/namespaces/default/configmaps/app")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body.as_bytes().to_vec()))
+            .expect("request")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retries_resend_the_same_body_after_retry_after_then_backoff() {
+        let limits = ClientLimits::default().backoff_base(Duration::from_millis(100));
+        let (svc, seen, stats) = stack(&limits, vec![(429, Some("3")), (503, None)]);
+
+        let response = svc.oneshot(put("{\"data\":1}")).await.expect("response");
+
+        assert_eq!(response.status(), StatusCode::OK);
+        let seen = seen.lock().clone();
+        assert_eq!(seen.len(), 3);
+        assert!(
+            seen.iter().all(|(_, body)| body == b"{\"data\":1}"),
+            "{seen:?}"
+        );
+        assert_eq!(
+            seen[1].0,
+            Duration::from_secs(3),
+            "Retry-After honoured exactly"
+        );
+        // The second retry backs off 100 ms × 2¹ = 200 ms, less up to half of it as jitter.
+        let backoff = seen[2].0 - seen[1].0;
+        let (min, max) = (Duration::from_millis(100), Duration::from_millis(200));
+        assert!(
+            backoff > min && backoff <= max,
+            "second retry after {backoff:?}"
+        );
+        let snapshot = stats.snapshot();
+        assert_eq!(
+            (
+                snapshot.retries_too_many_requests,
+                snapshot.retries_server_error
+            ),
+            (1, 1)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn every_retry_also_waits_for_a_token() {
+        let limits = ClientLimits::default()
+            .qps(10.0)
+            .burst(1)
+            .backoff_base(Duration::from_millis(1));
+        let (svc, seen, stats) = stack(&limits, vec![(500, None), (500, None)]);
+
+        let response = svc.oneshot(put("x")).await.expect("response");
+
+        assert_eq!(response.status(), StatusCode::OK);
+        let times: Vec<_> = seen.lock().iter().map(|(t, _)| *t).collect();
+        let ms = Duration::from_millis;
+        assert_eq!(times, [ms(0), ms(100), ms(200)]);
+        assert_eq!(stats.snapshot().throttled, 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn watch_passes_through_once_whatever_the_status() {
+        let (svc, seen, stats) = stack(&ClientLimits::default(), vec![(503, None)]);
+        let watch = Request::get("/api/v1/configmaps?watch=true&resourceVersion=1")
+            .body(Body::empty())
+            .expect("request");
+
+        let response = svc.oneshot(watch).await.expect("response");
+
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(seen.lock().len(), 1);
+        assert_eq!(stats.snapshot().retries(), 0);
+    }
+
+    #[test]
+    fn refused_connection_is_found_anywhere_in_the_cause_chain() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("client error (Connect)")]
+        struct Wrapper(#[source] io::Error);
+
+        let refused = Wrapper(io::Error::from(io::ErrorKind::ConnectionRefused));
+        let reset = Wrapper(io::Error::from(io::ErrorKind::ConnectionReset));
+        assert!(is_connection_refused(&refused));
+        assert!(!is_connection_refused(&reset));
+        assert!(!is_connection_refused(&*BoxError::from("something else")));
+    }
+}
