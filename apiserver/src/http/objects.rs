@@ -60,15 +60,23 @@ pub(super) fn serve(
         }
         Verb::Patch => {
             let kind = patch_kind(headers, query)?;
-            let patch: Value = serde_json::from_slice(&body).map_err(|e| {
-                let hint = if matches!(kind, PatchKind::Apply { .. }) {
-                    "; this server reads apply bodies in their JSON form (valid YAML), send the \
-                     applied object as JSON"
-                } else {
-                    ""
-                };
-                ApiError::BadRequest(format!("the patch body is not valid JSON: {e}{hint}"))
-            })?;
+            let patch: Value = match serde_json::from_slice(&body) {
+                Ok(v) => v,
+                // Apply bodies are YAML; JSON (the common form) is tried first.
+                Err(_) if matches!(kind, PatchKind::Apply { .. }) => {
+                    serde_yaml_ng::from_slice(&body).map_err(|e| {
+                        ApiError::BadRequest(format!(
+                            "the apply body is neither JSON nor YAML: {e}; send the applied \
+                             object as JSON or YAML"
+                        ))
+                    })?
+                }
+                Err(e) => {
+                    return Err(ApiError::BadRequest(format!(
+                        "the patch body is not valid JSON: {e}"
+                    )));
+                }
+            };
             let (bytes, created) = cluster.patch(
                 res,
                 &target.ns,
@@ -157,7 +165,7 @@ fn patch_kind(headers: &HeaderMap, query: &Query) -> Result<PatchKind, ApiError>
         "application/merge-patch+json" => PatchKind::Merge,
         "application/json-patch+json" => PatchKind::Json,
         "application/strategic-merge-patch+json" => PatchKind::Strategic,
-        "application/apply-patch+yaml" | "application/apply-patch+cbor" => PatchKind::Apply {
+        "application/apply-patch+yaml" => PatchKind::Apply {
             force: query.get("force").is_some_and(|v| v == "true"),
         },
         other => {
