@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{ConfigFileError, HostConfig, duration};
 use crate::election::{ElectionConfig, default_identity};
 use crate::runtime::{ElectionSettings, Runtime, RuntimeSettings};
+use crate::telemetry::Telemetry;
 
 /// Exit code for an unusable configuration.
 pub const EXIT_CONFIG: u8 = 2;
@@ -177,18 +178,28 @@ async fn run(config: HostConfig) -> anyhow::Result<ExitCode> {
             lease = %format!("{}/{}", election.lease_namespace, election.lease_name),
             "campaigning for leadership");
     }
-    let runtime = Runtime::new(
+    let telemetry = Telemetry::new();
+    let serving = CancellationToken::new();
+    let server = telemetry
+        .serve(config.telemetry.address, serving.clone())
+        .await
+        .context("cannot serve /metrics, /healthz and /readyz; pick another --metrics-address")?;
+    tracing::info!(address = %server.local_addr(), "serving /metrics, /healthz and /readyz");
+    let runtime = Runtime::with_telemetry(
         client,
         RuntimeSettings {
             election,
             drain_timeout: config.shutdown.drain_timeout,
         },
+        telemetry,
     );
     let shutdown = CancellationToken::new();
     let interrupted = CancellationToken::new();
     tokio::spawn(signals(shutdown.clone(), interrupted.clone()));
     tokio::select! {
         result = runtime.run(shutdown) => {
+            serving.cancel();
+            let _ = server.await;
             result.context("the host stopped")?;
             tracing::info!("stopped");
             Ok(ExitCode::SUCCESS)

@@ -98,29 +98,49 @@ fn run_help_lists_every_setting_with_its_environment_variable() {
 struct Running {
     child: Child,
     leases: Api<Lease>,
+    metrics: String,
+}
+
+/// A loopback port free right now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+/// GET `path` from `address` over HTTP/1.1; the status line and body.
+async fn get(address: &str, path: &str) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.ok()?;
+    Some(response)
 }
 
 async fn start(server: &ApiServer, name: &str, timing: [&str; 3]) -> Running {
     let dir = scratch(name);
     let kubeconfig = dir.join("kubeconfig");
     server.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+    let metrics = format!("127.0.0.1:{}", free_port());
     let child = host()
         .arg("run")
         .arg("--kubeconfig")
         .arg(&kubeconfig)
         .args(["--lease-name", name, "--lease-namespace", "default"])
         .args(["--lease-duration", timing[0], "--renew-deadline", timing[1]])
-        .args([
-            "--retry-period",
-            timing[2],
-            "--metrics-address",
-            "127.0.0.1:0",
-        ])
+        .args(["--retry-period", timing[2], "--metrics-address", &metrics])
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawns");
     let leases = Api::namespaced(server.kube_client().expect("client"), "default");
-    Running { child, leases }
+    Running {
+        child,
+        leases,
+        metrics,
+    }
 }
 
 async fn holder(leases: &Api<Lease>, name: &str) -> Option<String> {

@@ -20,6 +20,7 @@ use crate::informer::{
     CachedObject, Predicates, Scope, Subscription, enqueue_controller, enqueue_self,
 };
 use crate::queue::{RateLimitingQueue, default_controller_limiter};
+use crate::telemetry::{ScrapeHook, Telemetry};
 
 pub use registry::{InformerError, InformerRegistry};
 
@@ -127,6 +128,8 @@ pub struct Runtime {
     subscriptions: Vec<Subscription>,
     settings: RuntimeSettings,
     leadership: watch::Sender<bool>,
+    telemetry: Telemetry,
+    scrape_hooks: Vec<ScrapeHook>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -139,9 +142,20 @@ impl std::fmt::Debug for Runtime {
 }
 
 impl Runtime {
-    /// A runtime talking to the cluster through `client`.
+    /// A runtime talking to the cluster through `client`, with its own metrics registry.
     #[must_use]
     pub fn new(client: kube::Client, settings: RuntimeSettings) -> Self {
+        Self::with_telemetry(client, settings, Telemetry::new())
+    }
+
+    /// A runtime reporting metrics and readiness to `telemetry`: workqueue and reconcile
+    /// metrics per controller, a `cache/...` readiness check per informer, and the leader gauge.
+    #[must_use]
+    pub fn with_telemetry(
+        client: kube::Client,
+        settings: RuntimeSettings,
+        telemetry: Telemetry,
+    ) -> Self {
         Self {
             registry: InformerRegistry::new(client.clone()),
             client,
@@ -149,6 +163,8 @@ impl Runtime {
             subscriptions: Vec::new(),
             settings,
             leadership: watch::Sender::new(false),
+            telemetry,
+            scrape_hooks: Vec::new(),
         }
     }
 
@@ -177,10 +193,15 @@ impl Runtime {
     where
         R: Reconciler<Object = CachedObject>,
     {
-        let queue = RateLimitingQueue::new(default_controller_limiter());
+        let metrics = self.telemetry.metrics();
+        let queue = RateLimitingQueue::with_metrics(
+            default_controller_limiter(),
+            metrics.workqueue(&spec.name),
+        );
+        self.scrape_hooks
+            .push(metrics.report_unfinished_work_on_scrape(&queue));
         let primary = self
-            .registry
-            .informer(&Scope {
+            .informer(Scope {
                 api_version: spec.for_kind.api_version.clone(),
                 kind: spec.for_kind.kind.clone(),
                 namespace: spec.namespace.clone(),
@@ -191,8 +212,7 @@ impl Runtime {
             vec![primary.subscribe(enqueue_self(queue.clone(), spec.predicates), spec.resync)];
         for owned in &spec.owns {
             let informer = self
-                .registry
-                .informer(&Scope {
+                .informer(Scope {
                     api_version: owned.api_version.clone(),
                     kind: owned.kind.clone(),
                     namespace: spec.namespace.clone(),
@@ -210,16 +230,48 @@ impl Runtime {
             ));
         }
         let store = Arc::clone(primary.store());
-        let controller = Controller::new(
+        let controller = Controller::with_metrics(
             &spec.name,
             queue.clone(),
             reconciler,
             move |key: &ObjectKey| store.get(key),
             spec.workers,
+            metrics.controller(&spec.name, spec.workers),
         );
         self.controllers.push(Arc::new(controller));
         self.subscriptions.extend(subscriptions);
         Ok(queue)
+    }
+
+    /// The shared informer for `scope`; the first time a scope is watched its cache gets a
+    /// readiness check named `cache/<apiVersion>/<kind>[/<namespace>][?<selector>]`.
+    async fn informer(
+        &self,
+        scope: Scope,
+    ) -> Result<Arc<crate::informer::Informer>, InformerError> {
+        let known = self.registry.informers().len();
+        let informer = self.registry.informer(&scope).await?;
+        if self.registry.informers().len() > known {
+            let mut name = format!("cache/{}/{}", scope.api_version, scope.kind);
+            if let Some(namespace) = &scope.namespace {
+                name = format!("{name}/{namespace}");
+            }
+            if let Some(selector) = &scope.label_selector {
+                name = format!("{name}?{}", selector.replace(' ', ""));
+            }
+            let probe = Arc::clone(&informer);
+            let registered = self.telemetry.health().add_check(&name, move || {
+                if probe.is_synced() {
+                    Ok(())
+                } else {
+                    Err("initial list not cached yet".to_owned())
+                }
+            });
+            if let Err(error) = registered {
+                tracing::warn!(error = &error as &dyn std::error::Error, "readiness check");
+            }
+        }
+        Ok(informer)
     }
 
     /// Runs until `shutdown` is cancelled (see the type's Flow).
@@ -246,6 +298,10 @@ impl Runtime {
         let elector =
             LeaderElector::new(lock, election.config)?.campaign_after_loss(!election.exit_on_loss);
         let mut leadership = elector.subscribe();
+        let _leader_gauge = self
+            .telemetry
+            .metrics()
+            .report_leadership_on_scrape(&election.lease_name, elector.subscribe());
         let elector_stop = CancellationToken::new();
         let mut campaign = tokio::spawn(elector.run(elector_stop.clone()));
         // If this future is dropped (the replica is killed), the elector must die with it.
