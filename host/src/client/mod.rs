@@ -37,6 +37,18 @@
 //!   as the server sent it.
 //! - Watches are never retried here; kube's watcher re-lists and re-watches itself.
 //!
+//! - A `Retry-After` on a retried 5xx (the API server sends one with some 503s) is honoured the
+//!   same way as on a 429.
+//!
+//! # Guarantees
+//! - A request is sent at most `max_retries + 1` times, and each attempt takes a token.
+//! - A POST, or a JSON or strategic merge PATCH, is sent again only when the server certainly
+//!   did not act on it: after a 429 or a refused connection.
+//! - Request bodies are buffered once and every attempt sends the same bytes.
+//! - Across all clones of one client, attempts never exceed `burst` at once and `qps` on average.
+//!   Each call of [`client`] has its own bucket: build one client per plugin for per-plugin
+//!   limits (each also has its own connection pool).
+//!
 //! # Rate limit
 //! A token bucket of [`ClientLimits::burst`] tokens refilled at [`ClientLimits::qps`]; each
 //! attempt, retries included, takes one token (client-go throttles retries too). A watch takes

@@ -1,13 +1,6 @@
 //! The retry policy as pure functions: which requests retry on which outcomes, and after how long.
 //!
-//! The table (also in the [module docs](super)):
-//!
-//! | request                                   | 429         | 500/502/503/504 | connect refused | anything else |
-//! |-------------------------------------------|-------------|-----------------|-----------------|---------------|
-//! | watch (`watch=true` / `watch=1`)          | return      | return          | return          | return        |
-//! | GET, HEAD, OPTIONS                        | retry       | retry           | retry           | return        |
-//! | PUT, DELETE, PATCH (apply / merge patch)  | retry       | retry           | retry           | return        |
-//! | POST, PATCH (JSON / strategic merge), other | retry     | return          | retry           | return        |
+//! The table of verbs × outcomes, and the reasons for it, is in the [client module docs](super).
 
 use std::time::Duration;
 

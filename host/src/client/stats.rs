@@ -8,6 +8,10 @@ use super::policy::RetryReason;
 
 /// A handle to one client's counters; clones share them. Plain atomics, so any metrics registry
 /// can read a [`snapshot`](Self::snapshot) on scrape.
+///
+/// The nearest client-go metrics: `requests` ↔ `rest_client_requests_total`, `throttled_wait` ↔
+/// the sum of `rest_client_rate_limiter_duration_seconds`, the retry counters ↔
+/// `rest_client_request_retries_total` (client-go labels by code and verb rather than reason).
 #[derive(Debug, Clone, Default)]
 pub struct ClientStats {
     inner: Arc<Counters>,
