@@ -19,7 +19,8 @@ use super::{ClientLimits, ClientStats};
 /// A service shared by the futures of its wrapper: kube's stack below our layers is a
 /// `BoxService`, which is neither `Clone` nor `Sync`, yet every rate-limited or retried request
 /// must call it later from its own future. The lock is held only to poll readiness and start a
-/// call, never while the response is awaited.
+/// call, never while the response is awaited. kube's stack is always ready (the hyper client
+/// queues internally), so callers do not contend for readiness wake-ups.
 struct Shared<S>(Arc<Mutex<S>>);
 
 impl<S> Clone for Shared<S> {
