@@ -9,6 +9,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
+use crate::client::{self, ClientLimits};
 use crate::config::{ConfigFileError, HostConfig, duration};
 use crate::election::{ElectionConfig, default_identity};
 use crate::runtime::{ElectionSettings, Runtime, RuntimeSettings};
@@ -160,7 +161,10 @@ fn chain(error: &dyn std::error::Error) -> String {
 /// `run`: the host until a signal; a second signal exits at once.
 async fn run(config: HostConfig) -> anyhow::Result<ExitCode> {
     let kube_config = kube_config(&config).await?;
-    let client = kube::Client::try_from(kube_config).context("cannot build the API client")?;
+    let limits = ClientLimits::default()
+        .qps(config.client.qps)
+        .burst(config.client.burst);
+    let client = client::client(kube_config, &limits).context("cannot build the API client")?;
     let election = config.leader_election.enabled.then(|| ElectionSettings {
         lease_namespace: config.leader_election.lease_namespace.clone(),
         lease_name: config.leader_election.lease_name.clone(),

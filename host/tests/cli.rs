@@ -187,6 +187,24 @@ async fn run_leads_and_sigterm_releases_the_lease_and_exits_0() {
         identity.contains('_'),
         "identity is hostname_random: {identity}"
     );
+    let leading = "leader_election_master_status{name=\"sigterm\"} 1";
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let scrape = get(&running.metrics, "/metrics").await.unwrap_or_default();
+        if scrape.contains(leading) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no `{leading}` in:\n{scrape}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let ready = get(&running.metrics, "/readyz")
+        .await
+        .expect("readyz answers");
+    assert!(ready.starts_with("HTTP/1.1 200"), "{ready}");
+    let healthy = get(&running.metrics, "/healthz")
+        .await
+        .expect("healthz answers");
+    assert!(healthy.starts_with("HTTP/1.1 200"), "{healthy}");
     signal(&running.child, "-TERM");
     let out = exited(running.child).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
