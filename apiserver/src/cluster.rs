@@ -1,5 +1,5 @@
-//! The object semantics of a real API server on top of the store: create, update, the status
-//! subresource, patch, delete with finalizers, and CRDs making their kinds served.
+//! The object semantics of a real API server on top of the store: create, get, update (shared by
+//! PUT and PATCH), the status subresource, generation, and CRDs making their kinds served.
 
 use std::sync::Arc;
 
@@ -162,7 +162,7 @@ impl Cluster {
     }
 
     /// Fills and checks `apiVersion` and `kind` against the resource.
-    fn check_type(res: &Resource, obj: &mut Value) -> Result<(), ApiError> {
+    pub(crate) fn check_type(res: &Resource, obj: &mut Value) -> Result<(), ApiError> {
         if !obj.is_object() {
             return Err(ApiError::BadRequest(format!(
                 "the body of a {} request must be a JSON object",
@@ -371,98 +371,9 @@ impl Cluster {
         .map(|o| o.bytes)
     }
 
-    /// `PATCH` of the object or its status.
-    pub fn patch(
-        &self,
-        res: &Resource,
-        ns: &str,
-        name: &str,
-        request: PatchRequest,
-        part: Part,
-        opts: &WriteOptions,
-    ) -> Result<(Bytes, bool), ApiError> {
-        let PatchRequest { kind, body } = request;
-        let invalid = |e: patch::PatchError| match e {
-            patch::PatchError::UnsupportedForKind { .. } => {
-                ApiError::UnsupportedMediaType(e.to_string())
-            }
-            other => ApiError::invalid(&res.kind, name, other.to_string()),
-        };
-        if let PatchKind::Apply { force } = kind {
-            let opts = &WriteOptions {
-                applied: true,
-                ..opts.clone()
-            };
-            if opts.field_manager.is_empty() {
-                return Err(ApiError::BadRequest(
-                    "PATCH with application/apply-patch+yaml requires the fieldManager query \
-                     parameter; set it to the name of the applying tool"
-                        .into(),
-                ));
-            }
-            let ns_key = if res.namespaced { ns } else { "" };
-            let exists = self.store.get(&res.table(), ns_key, name).is_some();
-            if !exists {
-                if part == Part::Status {
-                    return Err(ApiError::not_found(&res.group_resource(), name));
-                }
-                let mut applied = body;
-                Self::check_type(res, &mut applied)?;
-                let request = apply_request(res, opts, force);
-                let created = patch::apply(None, &applied, &request)
-                    .map_err(|e| apply_error(res, name, e))?;
-                return self.create(res, ns, created, opts).map(|b| (b, true));
-            }
-            let out = self.write(
-                res,
-                ns,
-                name,
-                opts,
-                |current| {
-                    let mut applied = body;
-                    Self::check_type(res, &mut applied)?;
-                    let sent_rv = str_at(&applied, "/metadata/resourceVersion");
-                    check_rv(res, name, current, sent_rv)?;
-                    let request = apply_request(res, opts, force);
-                    patch::apply(Some(current), &applied, &request)
-                        .map_err(|e| apply_error(res, name, e))
-                },
-                part,
-            )?;
-            return Ok((out.bytes, false));
-        }
-        let out = self.write(res, ns, name, opts, |current| {
-            let mut patched = current.clone();
-            match kind {
-                PatchKind::Merge => patch::merge_patch(&mut patched, &body),
-                PatchKind::Json => patch::json_patch(&mut patched, &body).map_err(invalid)?,
-                PatchKind::Strategic => {
-                    let api_version = res.api_version();
-                    if res.crd.is_some() {
-                        return Err(ApiError::UnsupportedMediaType(format!(
-                            "strategic merge patch is not supported for custom resource {}; use \
-                             application/merge-patch+json or server-side apply",
-                            res.group_resource()
-                        )));
-                    }
-                    patch::strategic_merge_patch(&mut patched, &body, &api_version, &res.kind)
-                        .map_err(invalid)?
-                }
-                PatchKind::Apply { .. } => unreachable!("handled above"),
-            }
-            let sent = str_at(&patched, "/metadata/resourceVersion");
-            let live = str_at(current, "/metadata/resourceVersion");
-            if sent.is_some() && sent != live {
-                check_rv(res, name, current, sent)?;
-            }
-            Ok(patched)
-        }, part)?;
-        Ok((out.bytes, false))
-    }
-
     /// The shared update path: `change` builds the candidate from the live object, then the
     /// server-owned fields, the status rule, generation and finalizer completion are applied.
-    fn write(
+    pub(crate) fn write(
         &self,
         res: &Resource,
         ns: &str,
@@ -557,7 +468,7 @@ impl Cluster {
     }
 }
 
-fn check_rv(
+pub(crate) fn check_rv(
     res: &Resource,
     name: &str,
     current: &Value,
@@ -604,30 +515,4 @@ fn keep_server_fields(current: &Value, next: &mut Value, res: &Resource) {
     }
     meta.remove("resourceVersion");
     let _ = res;
-}
-
-fn apply_request(res: &Resource, opts: &WriteOptions, force: bool) -> patch::ApplyRequest {
-    let mut request = patch::ApplyRequest::new(
-        &opts.field_manager,
-        res.api_version(),
-        &res.kind,
-        now_rfc3339(),
-    );
-    request.force = force;
-    request
-}
-
-fn apply_error(res: &Resource, name: &str, e: patch::ApplyError) -> ApiError {
-    match &e {
-        patch::ApplyError::Conflict { conflicts } => ApiError::FieldConflict {
-            resource: res.group_resource(),
-            name: name.to_string(),
-            message: e.to_string(),
-            causes: conflicts
-                .iter()
-                .map(patch::FieldConflict::status_cause)
-                .collect(),
-        },
-        _ => ApiError::BadRequest(e.to_string()),
-    }
 }

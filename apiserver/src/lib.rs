@@ -9,6 +9,7 @@ pub mod faults;
 mod gc;
 mod http;
 pub mod patch;
+mod patching;
 mod resources;
 pub mod selector;
 mod server;
