@@ -311,18 +311,7 @@ impl Cluster {
                 .to_string();
             let resources =
                 crd_resources(obj).map_err(|m| ApiError::invalid(&res.kind, &name, m))?;
-            let names = obj.pointer("/spec/names").cloned().unwrap_or(json!({}));
-            let now = now_rfc3339();
-            obj["status"] = json!({
-                "acceptedNames": names,
-                "storedVersions": resources.iter().map(|r| r.version.clone()).take(1).collect::<Vec<_>>(),
-                "conditions": [
-                    {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
-                     "message": "no conflicts found", "lastTransitionTime": now},
-                    {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
-                     "message": "the initial names have been accepted", "lastTransitionTime": now},
-                ],
-            });
+            obj["status"] = crd_status(obj);
             return Ok(Some(resources));
         }
         Ok(None)
@@ -466,6 +455,31 @@ impl Cluster {
         }
         Ok(outcome)
     }
+}
+
+/// The status a CRD gets when it is accepted: names accepted, established, its storage
+/// version recorded.
+pub(crate) fn crd_status(crd: &Value) -> Value {
+    let names = crd.pointer("/spec/names").cloned().unwrap_or(json!({}));
+    let storage: Vec<Value> = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .filter_map(|v| v.get("name").cloned())
+        .collect();
+    let now = now_rfc3339();
+    json!({
+        "acceptedNames": names,
+        "storedVersions": storage,
+        "conditions": [
+            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
+             "message": "no conflicts found", "lastTransitionTime": now},
+            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+             "message": "the initial names have been accepted", "lastTransitionTime": now},
+        ],
+    })
 }
 
 pub(crate) fn check_rv(

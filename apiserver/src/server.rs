@@ -15,12 +15,12 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::{Cluster, WriteOptions};
+use crate::cluster::{CRDS, Cluster, WriteOptions, crd_status};
 use crate::config::Config;
 use crate::error::{ApiError, ClientError, StartError, WriteError};
 use crate::faults::Faults;
 use crate::http::{App, router};
-use crate::resources::Registry;
+use crate::resources::{Registry, crd_resources};
 use crate::store::{ObjKey, Store};
 use crate::util::{new_uid, now_rfc3339};
 use crate::{gc, tls};
@@ -224,7 +224,8 @@ impl ApiServer {
     /// Inserts many objects without HTTP. Each needs `apiVersion`, `kind` and `metadata.name`
     /// (and `metadata.namespace` for namespaced kinds, else `default`); server fields (uid,
     /// creationTimestamp, generation, resourceVersion) are filled in. Existing objects are
-    /// replaced. Watchers see the changes. Returns the last resourceVersion assigned.
+    /// replaced. Watchers see the changes. CustomResourceDefinitions make their kinds served.
+    /// Returns the last resourceVersion assigned.
     ///
     /// # Errors
     /// [`ApiError`] NotFound for an unknown kind or a missing namespace, Invalid for a missing
@@ -234,6 +235,7 @@ impl ApiServer {
         let mut batches: Vec<Batch> = Vec::new();
         let mut known_ns: Vec<String> = Vec::new();
         let mut rv = self.cluster.store.current_rv();
+        let mut crds = Vec::new();
         for mut obj in objects {
             let field = |p: &str| {
                 obj.pointer(p)
@@ -280,6 +282,11 @@ impl ApiServer {
             meta.insert("creationTimestamp".into(), json!(now));
             meta.insert("generation".into(), json!(1));
             let table = res.table();
+            if *table == *CRDS {
+                let served = crd_resources(&obj).map_err(|m| ApiError::invalid(&kind, &name, m))?;
+                crds.push((name.clone(), served));
+                obj["status"] = crd_status(&obj);
+            }
             match batches.iter_mut().find(|(t, _)| *t == table) {
                 Some((_, b)) => b.push((ObjKey { ns, name }, obj)),
                 None => batches.push((table, vec![(ObjKey { ns, name }, obj)])),
@@ -292,6 +299,9 @@ impl ApiServer {
         }
         for (table, objects) in batches {
             rv = self.cluster.store.bulk_put(&table, objects)?;
+        }
+        for (name, served) in crds {
+            self.cluster.registry.install_crd(&name, served);
         }
         Ok(rv)
     }
