@@ -197,3 +197,44 @@ async fn runtime_watcher_relists_after_410_gone() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn status_is_patched_and_applied_through_the_status_subresource() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let s = server().await;
+    let api: Api<Deployment> = Api::default_namespaced(s.kube_client().unwrap());
+    let deploy: Deployment = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"a": "b"}},
+                 "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}},
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &deploy).await.unwrap();
+    let merged = api
+        .patch_status(
+            "d",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"status": {"replicas": 2}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(merged.status.unwrap().replicas, Some(2));
+    let applied = api
+        .patch_status(
+            "d",
+            &PatchParams::apply("status-writer"),
+            &Patch::Apply(
+                serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "d"}, "status": {"readyReplicas": 1}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let status = applied.status.unwrap();
+    assert_eq!((status.replicas, status.ready_replicas), (Some(2), Some(1)));
+    assert_eq!(
+        applied.metadata.generation,
+        Some(1),
+        "status writes keep generation"
+    );
+}
