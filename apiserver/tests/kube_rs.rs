@@ -238,3 +238,34 @@ async fn status_is_patched_and_applied_through_the_status_subresource() {
         "status writes keep generation"
     );
 }
+
+#[tokio::test]
+async fn runtime_watcher_in_streaming_list_mode_sees_existing_then_new_objects() {
+    let s = server().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(s.kube_client().unwrap());
+    api.create(&PostParams::default(), &cm("existing", "1"))
+        .await
+        .unwrap();
+    let config = watcher::Config::default().streaming_lists();
+    let mut stream = watcher::watcher(api.clone(), config).boxed();
+    let init_done = tokio::time::timeout(WAIT, async {
+        let mut saw_existing = false;
+        while let Some(event) = stream.next().await {
+            match event.expect("no watch error") {
+                Event::InitApply(o) if o.metadata.name.as_deref() == Some("existing") => {
+                    saw_existing = true
+                }
+                Event::InitDone => return saw_existing,
+                _ => {}
+            }
+        }
+        false
+    })
+    .await
+    .expect("the initial events end within the wait bound");
+    assert!(init_done, "the existing object arrives before InitDone");
+    api.create(&PostParams::default(), &cm("new", "1"))
+        .await
+        .unwrap();
+    until_applied(&mut stream, "new").await;
+}
