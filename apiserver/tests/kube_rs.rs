@@ -269,3 +269,35 @@ async fn runtime_watcher_in_streaming_list_mode_sees_existing_then_new_objects()
         .unwrap();
     until_applied(&mut stream, "new").await;
 }
+
+#[tokio::test]
+async fn metadata_only_lists_and_watches_return_partial_object_metadata() {
+    let s = server().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(s.kube_client().unwrap());
+    api.create(&PostParams::default(), &cm("m", "1"))
+        .await
+        .unwrap();
+    let list = api.list_metadata(&ListParams::default()).await.unwrap();
+    assert_eq!(list.items[0].metadata.name.as_deref(), Some("m"));
+    let one = api.get_metadata("m").await.unwrap();
+    assert_eq!(
+        one.types.as_ref().map(|t| t.kind.as_str()),
+        Some("PartialObjectMetadata")
+    );
+    let meta_api: Api<kube::core::PartialObjectMeta<ConfigMap>> =
+        Api::default_namespaced(s.kube_client().unwrap());
+    let mut stream = watcher::watcher(meta_api, watcher::Config::default()).boxed();
+    let seen = tokio::time::timeout(WAIT, async {
+        while let Some(event) = stream.next().await {
+            if let Ok(Event::InitApply(o) | Event::Apply(o)) = event
+                && o.metadata.name.as_deref() == Some("m")
+            {
+                return true;
+            }
+        }
+        false
+    })
+    .await
+    .expect("the metadata watcher sees the object");
+    assert!(seen);
+}

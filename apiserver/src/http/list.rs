@@ -8,7 +8,7 @@ use axum::response::Response;
 use serde_json::Value;
 
 use super::fields::{self, KindField};
-use super::{App, Query, Target, as_version, json_response, table, wants_table};
+use super::{App, Query, Target, json_response, render, table, wants_metadata, wants_table};
 use crate::error::ApiError;
 use crate::resources::Resource;
 use crate::selector::{FieldSelector, LabelSelector};
@@ -130,6 +130,16 @@ pub(crate) fn list_body(
     Bytes::from(out)
 }
 
+/// Relabels a list body as a `PartialObjectMetadataList`.
+fn metadata_list(list: Bytes) -> Bytes {
+    let Ok(mut v) = serde_json::from_slice::<Value>(&list) else {
+        return list;
+    };
+    v["kind"] = "PartialObjectMetadataList".into();
+    v["apiVersion"] = "meta.k8s.io/v1".into();
+    Bytes::from(v.to_string())
+}
+
 pub(super) fn list(
     app: &Arc<App>,
     target: &Target,
@@ -188,15 +198,21 @@ pub(super) fn list(
     let rv = snapshot_rv.unwrap_or(page.rv);
     let cont = page.next.as_ref().map(|k| encode_continue(rv, k));
     let remaining = (page.remaining > 0).then_some(page.remaining);
+    let metadata_only = wants_metadata(headers);
     let items: Vec<Bytes> = page
         .items
         .into_iter()
-        .map(|(_, b)| as_version(res, b))
+        .map(|(_, b)| render(res, metadata_only, b))
         .collect();
     let body = if wants_table(headers) {
         table::table(res, &items, rv, cont, true)
     } else {
-        list_body(res, &items, rv, cont, remaining)
+        let list = list_body(res, &items, rv, cont, remaining);
+        if metadata_only {
+            metadata_list(list)
+        } else {
+            list
+        }
     };
     Ok(json_response(StatusCode::OK, body))
 }

@@ -240,7 +240,7 @@ fn verb_wire_name(verb: Verb) -> &'static str {
 
 /// The object as the requested version of a custom resource: with the "None" conversion
 /// strategy only `apiVersion` differs between versions. Built-in kinds have one version each.
-pub(crate) fn as_version(res: &Resource, bytes: Bytes) -> Bytes {
+fn as_version(res: &Resource, bytes: Bytes) -> Bytes {
     if res.crd.is_none() {
         return bytes;
     }
@@ -255,6 +255,34 @@ pub(crate) fn as_version(res: &Resource, bytes: Bytes) -> Bytes {
     }
     v["apiVersion"] = serde_json::Value::String(api_version);
     serde_json::to_vec(&v).map(Bytes::from).unwrap_or(bytes)
+}
+
+/// Whether the client asked for `PartialObjectMetadata` (metadata-only lists, gets, watches).
+pub(crate) fn wants_metadata(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|a| a.split(',').next())
+        .is_some_and(|first| first.contains("as=PartialObjectMetadata"))
+}
+
+/// The object in the form the client asked for: the requested version, or only its metadata.
+pub(crate) fn render(res: &Resource, metadata_only: bool, bytes: Bytes) -> Bytes {
+    if !metadata_only {
+        return as_version(res, bytes);
+    }
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+        return bytes;
+    };
+    if v.get("kind").and_then(|k| k.as_str()) == Some("Status") {
+        return bytes;
+    }
+    let partial = serde_json::json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": v.get("metadata").cloned().unwrap_or_default(),
+    });
+    Bytes::from(partial.to_string())
 }
 
 /// Whether the client asked for the `meta.k8s.io/v1` Table form.

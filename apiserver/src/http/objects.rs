@@ -7,7 +7,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use serde_json::Value;
 
-use super::{App, Query, Target, as_version, json_response, list, table, wants_table};
+use super::{App, Query, Target, json_response, list, render, table, wants_metadata, wants_table};
 use crate::cluster::{DeleteOptions, Part, PatchKind, PatchRequest, WriteOptions};
 use crate::error::ApiError;
 use crate::faults::Verb;
@@ -29,6 +29,7 @@ pub(super) fn serve(
         Part::Main
     };
     let opts = write_options(query, headers, verb);
+    let metadata_only = wants_metadata(headers);
     if res.namespaced && target.ns.is_empty() && verb == Verb::Create {
         return Err(ApiError::MethodNotAllowed(format!(
             "create {} in a namespace: POST to /…/namespaces/{{namespace}}/{}",
@@ -46,17 +47,26 @@ pub(super) fn serve(
                     table::table(res, &[bytes], rv, None, true),
                 ));
             }
-            Ok(json_response(StatusCode::OK, as_version(res, bytes)))
+            Ok(json_response(
+                StatusCode::OK,
+                render(res, metadata_only, bytes),
+            ))
         }
         Verb::Create => {
             let obj = decode(&body, headers, res.kind.as_str())?;
             let bytes = cluster.create(res, &target.ns, obj, &opts)?;
-            Ok(json_response(StatusCode::CREATED, as_version(res, bytes)))
+            Ok(json_response(
+                StatusCode::CREATED,
+                render(res, metadata_only, bytes),
+            ))
         }
         Verb::Update => {
             let obj = decode(&body, headers, res.kind.as_str())?;
             let bytes = cluster.update(res, &target.ns, name, obj, part, &opts)?;
-            Ok(json_response(StatusCode::OK, as_version(res, bytes)))
+            Ok(json_response(
+                StatusCode::OK,
+                render(res, metadata_only, bytes),
+            ))
         }
         Verb::Patch => {
             let kind = patch_kind(headers, query)?;
@@ -90,7 +100,7 @@ pub(super) fn serve(
             } else {
                 StatusCode::OK
             };
-            Ok(json_response(code, as_version(res, bytes)))
+            Ok(json_response(code, render(res, metadata_only, bytes)))
         }
         Verb::Delete => {
             let opts = delete_options(&body, query)?;
@@ -100,7 +110,7 @@ pub(super) fn serve(
             } else {
                 StatusCode::ACCEPTED
             };
-            Ok(json_response(code, as_version(res, bytes)))
+            Ok(json_response(code, render(res, metadata_only, bytes)))
         }
         Verb::DeleteCollection => {
             let opts = delete_options(&body, query)?;

@@ -11,7 +11,9 @@ use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 
 use super::list::Filter;
-use super::{App, Query, Target, as_version, is_true, json_response, table, wants_table};
+use super::{
+    App, Query, Target, is_true, json_response, render, table, wants_metadata, wants_table,
+};
 use crate::error::ApiError;
 use crate::store::{Event, EventType};
 
@@ -23,12 +25,13 @@ const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
 struct Encoder {
     table_mode: bool,
     columns_sent: bool,
+    metadata_only: bool,
     res: Arc<crate::resources::Resource>,
 }
 
 impl Encoder {
     fn event(&mut self, kind: &str, object: &Bytes) -> Bytes {
-        let object = &as_version(&self.res, object.clone());
+        let object = &render(&self.res, self.metadata_only, object.clone());
         let object = if self.table_mode {
             let first = !self.columns_sent;
             self.columns_sent = true;
@@ -50,8 +53,15 @@ impl Encoder {
         if initial_end {
             meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
-        let object =
-            json!({"kind": self.res.kind, "apiVersion": self.res.api_version(), "metadata": meta});
+        let (kind, api_version) = if self.metadata_only {
+            (
+                "PartialObjectMetadata".to_string(),
+                "meta.k8s.io/v1".to_string(),
+            )
+        } else {
+            (self.res.kind.clone(), self.res.api_version())
+        };
+        let object = json!({"kind": kind, "apiVersion": api_version, "metadata": meta});
         let mut line = json!({"type": "BOOKMARK", "object": object}).to_string();
         line.push('\n');
         Bytes::from(line)
@@ -112,6 +122,7 @@ pub(super) fn watch(
     };
     let mut encoder = Encoder {
         table_mode: wants_table(headers),
+        metadata_only: wants_metadata(headers),
         columns_sent: false,
         res: target.res.clone(),
     };
