@@ -305,6 +305,14 @@ impl Cluster {
             obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
             return Ok(None);
         }
+        if *res.table() == *"secrets"
+            && obj
+                .get("type")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+        {
+            obj["type"] = json!("Opaque");
+        }
         if *res.table() == *CRDS {
             let name = str_at(obj, "/metadata/name")
                 .unwrap_or_default()

@@ -22,7 +22,7 @@ use crate::faults::Faults;
 use crate::http::{App, router};
 use crate::resources::{Registry, crd_resources};
 use crate::store::{ObjKey, Store};
-use crate::util::{new_uid, now_rfc3339};
+use crate::util::{base64, new_uid, now_rfc3339};
 use crate::{gc, tls};
 
 /// Objects of one table for [`ApiServer::bulk_load`].
@@ -383,34 +383,12 @@ async fn serve(
     let _ = tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown()).await;
 }
 
-/// Standard base64 with padding (for kubeconfig `*-data` fields).
-fn base64(data: &[u8]) -> String {
-    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
-    for chunk in data.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     #[test]
     fn base64_matches_the_standard_alphabet_with_padding() {
-        assert_eq!(super::base64(b"hello"), "aGVsbG8=");
-        assert_eq!(super::base64(b"hi"), "aGk=");
-        assert_eq!(super::base64(b"abc"), "YWJj");
+        assert_eq!(crate::util::base64(b"hello"), "aGVsbG8=");
+        assert_eq!(crate::util::base64(b"hi"), "aGk=");
+        assert_eq!(crate::util::base64(b"abc"), "YWJj");
     }
 }

@@ -358,3 +358,63 @@ async fn kubectl_creates_a_crd_then_its_custom_resource() {
     .expect("delete finishes")
     .unwrap();
 }
+
+#[tokio::test]
+async fn kubectl_imperative_create_of_namespace_configmap_and_secret_works() {
+    let s = server().await;
+    let k = Kubectl::new(&s, "imperative");
+    // These commands send protobuf bodies.
+    k.run(&["create", "namespace", "team"]).await.unwrap();
+    k.run(&[
+        "create",
+        "configmap",
+        "settings",
+        "-n",
+        "team",
+        "--from-literal=mode=fast",
+    ])
+    .await
+    .unwrap();
+    k.run(&[
+        "create",
+        "secret",
+        "generic",
+        "creds",
+        "-n",
+        "team",
+        "--from-literal=pw=hunter2",
+    ])
+    .await
+    .unwrap();
+    let out = k
+        .run(&[
+            "get",
+            "configmap",
+            "settings",
+            "-n",
+            "team",
+            "-o",
+            "jsonpath={.data.mode}",
+        ])
+        .await
+        .unwrap();
+    assert_eq!(out, "fast");
+    let out = k
+        .run(&[
+            "get",
+            "secret",
+            "creds",
+            "-n",
+            "team",
+            "-o",
+            "jsonpath={.data.pw} {.type}",
+        ])
+        .await
+        .unwrap();
+    assert_eq!(out, "aHVudGVyMg== Opaque");
+    let err = k
+        .run(&["create", "deployment", "d", "--image=nginx"])
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("kubectl apply -f"), "{err}");
+}

@@ -5,6 +5,7 @@ mod discovery;
 mod fields;
 mod list;
 mod objects;
+mod protobuf;
 mod table;
 mod watch;
 

@@ -7,6 +7,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use serde_json::Value;
 
+use super::protobuf;
 use super::{App, Query, Target, json_response, list, render, table, wants_metadata, wants_table};
 use crate::cluster::{DeleteOptions, Part, PatchKind, PatchRequest, WriteOptions};
 use crate::error::ApiError;
@@ -190,11 +191,13 @@ fn patch_kind(headers: &HeaderMap, query: &Query) -> Result<PatchKind, ApiError>
 
 fn decode(body: &[u8], headers: &HeaderMap, kind: &str) -> Result<Value, ApiError> {
     let ct = content_type(headers);
+    if ct == protobuf::MEDIA_TYPE {
+        return protobuf::decode(body);
+    }
     if !ct.is_empty() && ct != "application/json" && ct != "*/*" {
         return Err(ApiError::UnsupportedMediaType(format!(
-            "the body of the request was in an unknown format `{ct}`; this server reads only \
-             application/json (protobuf bodies, e.g. from `kubectl create configmap`, are not \
-             supported: use `kubectl apply -f` or `kubectl create -f` with a manifest)"
+            "the body of the request was in an unknown format `{ct}`; this server reads \
+             application/json (and protobuf for a few kinds); send JSON"
         )));
     }
     serde_json::from_slice(body).map_err(|e| {
