@@ -75,6 +75,8 @@ pub struct DeleteOptions {
     pub resource_version: Option<String>,
     /// `dryRun=All`.
     pub dry_run: bool,
+    /// `orphanDependents: false` was sent: a deletion left pending answers 202, as upstream.
+    pub cascade_requested: bool,
 }
 
 /// Work a deletion hands to the garbage collector.

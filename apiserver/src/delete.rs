@@ -24,8 +24,8 @@ fn add_finalizer(obj: &mut Value, finalizer: &str) {
 }
 
 impl Cluster {
-    /// `DELETE` of one object. Returns the body and whether the object is gone (200) or only
-    /// marked for deletion (202).
+    /// `DELETE` of one object. Returns the body (a Success Status when the object is gone, else
+    /// the object marked for deletion) and whether the object is gone.
     pub fn delete(
         &self,
         res: &Resource,

@@ -106,7 +106,8 @@ pub(super) fn serve(
         Verb::Delete => {
             let opts = delete_options(&body, query)?;
             let (bytes, gone) = cluster.delete(res, &target.ns, name, &opts)?;
-            let code = if gone {
+            // Upstream answers 200 for a pending deletion too, unless orphanDependents=false.
+            let code = if gone || !opts.cascade_requested {
                 StatusCode::OK
             } else {
                 StatusCode::ACCEPTED
@@ -225,8 +226,10 @@ fn delete_options(body: &[u8], query: &Query) -> Result<DeleteOptions, ApiError>
     if let Some(p) = s("/propagationPolicy") {
         opts.propagation = Some(p);
     }
-    if v.get("orphanDependents").and_then(Value::as_bool) == Some(true) {
-        opts.propagation = Some("Orphan".into());
+    match v.get("orphanDependents").and_then(Value::as_bool) {
+        Some(true) => opts.propagation = Some("Orphan".into()),
+        Some(false) => opts.cascade_requested = true,
+        None => {}
     }
     opts.uid = s("/preconditions/uid");
     opts.resource_version = s("/preconditions/resourceVersion");
