@@ -138,7 +138,13 @@ fn comparable(v: &Value) -> Value {
     let mut v = v.clone();
     if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.remove("resourceVersion");
-        meta.remove("managedFields");
+        // Like Kubernetes, only the timestamps of managedFields entries do not make a write:
+        // a change of ownership alone (a second manager applying an equal value) does.
+        if let Some(entries) = meta.get_mut("managedFields").and_then(Value::as_array_mut) {
+            for entry in entries.iter_mut().filter_map(Value::as_object_mut) {
+                entry.remove("time");
+            }
+        }
     }
     v
 }

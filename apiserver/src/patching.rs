@@ -21,11 +21,12 @@ impl Cluster {
         opts: &WriteOptions,
     ) -> Result<(Bytes, bool), ApiError> {
         let PatchRequest { kind, body } = request;
-        let invalid = |e: patch::PatchError| match e {
-            patch::PatchError::UnsupportedForKind { .. } => {
-                ApiError::UnsupportedMediaType(e.to_string())
-            }
-            other => ApiError::invalid(&res.kind, name, other.to_string()),
+        // The code a real server answers: 400 for a malformed patch document, 415 for a patch
+        // type the kind does not support, 422 for a well-formed patch that cannot be applied.
+        let invalid = |e: patch::PatchError| match e.status_code() {
+            400 => ApiError::BadRequest(e.to_string()),
+            415 => ApiError::UnsupportedMediaType(e.to_string()),
+            _ => ApiError::invalid(&res.kind, name, e.to_string()),
         };
         if let PatchKind::Apply { force } = kind {
             let opts = &WriteOptions {

@@ -205,6 +205,45 @@ async fn merge_json_and_strategic_patches_change_the_object() {
         )
         .await;
     assert_eq!(code, 422, "{failed}");
+    let (code, malformed) = h
+        .patch(
+            &path,
+            "application/json-patch+json",
+            &json!({"op": "test", "path": "/spec/replicas", "value": 99}),
+        )
+        .await;
+    assert_eq!(code, 400, "a JSON patch must be an array: {malformed}");
+    assert_eq!(malformed["reason"], "BadRequest");
+}
+
+#[tokio::test]
+async fn a_second_manager_applying_an_equal_value_becomes_a_co_owner() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let ct = "application/apply-patch+yaml";
+    let applied = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared"}, "data": {"k": "same"}});
+    let (code, _) = h
+        .patch(&format!("{CMS}/shared?fieldManager=alice"), ct, &applied)
+        .await;
+    assert_eq!(code, 201);
+    let (code, shared) = h
+        .patch(&format!("{CMS}/shared?fieldManager=bob"), ct, &applied)
+        .await;
+    assert_eq!(code, 200, "{shared}");
+    let (_, stored) = h.get(&format!("{CMS}/shared")).await;
+    let managers: Vec<&str> = stored["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["manager"].as_str())
+        .collect();
+    assert_eq!(managers, ["alice", "bob"], "{stored}");
+    // alice drops the field; bob still owns it, so it stays.
+    let without = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared"}});
+    h.patch(&format!("{CMS}/shared?fieldManager=alice"), ct, &without)
+        .await;
+    let (_, stored) = h.get(&format!("{CMS}/shared")).await;
+    assert_eq!(stored["data"]["k"], "same", "{stored}");
 }
 
 #[tokio::test]
