@@ -112,6 +112,9 @@ pub fn client_with_stats(
     stats: &ClientStats,
 ) -> Result<kube::Client, ClientError> {
     limits.validate()?;
+    // Pin rustls to ring: with no provider (or two) enabled by the dependency graph, rustls
+    // panics on the first HTTPS connection. Err means one is installed already; keep it.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     config.default_retry = false;
     let url = config.cluster_url.to_string();
     let builder =
