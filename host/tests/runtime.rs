@@ -470,3 +470,112 @@ where
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test]
+async fn the_generation_filter_drops_status_only_updates_of_a_deployment() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use kube::api::{Patch, PatchParams};
+
+    let (server, client) = server().await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let deployment: Deployment = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx"}]}
+            }
+        }
+    }))
+    .unwrap();
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
+
+    let log = Log::default();
+    let mut runtime = Runtime::new(client.clone(), no_election());
+    let recorder = |replica: &str| Recorder {
+        replica: replica.into(),
+        log: log.clone(),
+        took: Duration::ZERO,
+    };
+    let for_deployments = |name: &str, generation_changed: bool| ControllerSpec {
+        for_kind: KindRef::new("apps/v1", "Deployment"),
+        predicates: Predicates { generation_changed },
+        ..spec(name)
+    };
+    // Subscribed first, so its handler sees every event before the witness's does.
+    let filtered_queue = runtime
+        .add_controller(for_deployments("filtered", true), recorder("filtered"))
+        .await
+        .unwrap();
+    runtime
+        .add_controller(for_deployments("witness", false), recorder("witness"))
+        .await
+        .unwrap();
+    assert_eq!(
+        runtime.registry().informers().len(),
+        1,
+        "one shared informer"
+    );
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(runtime.run(shutdown.clone()));
+    let reconciled = |replica: &str, rv: &str| {
+        log.0
+            .lock()
+            .iter()
+            .any(|d| d.replica == replica && d.resource_version.as_deref() == Some(rv))
+    };
+    let count = |replica: &str| log.0.lock().iter().filter(|d| d.replica == replica).count();
+    eventually("both controllers to reconcile the new Deployment", || {
+        count("filtered") == 1 && count("witness") == 1
+    })
+    .await;
+
+    let status = serde_json::json!({"status": {"observedGeneration": 1, "replicas": 1}});
+    let written = deployments
+        .patch_status("web", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+    assert_eq!(
+        written.metadata.generation,
+        Some(1),
+        "status does not bump generation"
+    );
+    let status_rv = written.metadata.resource_version.unwrap();
+    eventually("the witness to reconcile the status-only update", || {
+        reconciled("witness", &status_rv)
+    })
+    .await;
+    assert_eq!(
+        count("filtered"),
+        1,
+        "the status-only update was not reconciled"
+    );
+    assert_eq!(
+        (filtered_queue.len(), filtered_queue.processing()),
+        (0, 0),
+        "nor enqueued"
+    );
+
+    let spec = serde_json::json!({"spec": {"replicas": 2}});
+    let written = deployments
+        .patch("web", &PatchParams::default(), &Patch::Merge(&spec))
+        .await
+        .unwrap();
+    assert_eq!(written.metadata.generation, Some(2));
+    let spec_rv = written.metadata.resource_version.unwrap();
+    eventually(
+        "the filtered controller to reconcile the spec change",
+        || reconciled("filtered", &spec_rv),
+    )
+    .await;
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+    server.shutdown().await;
+}
