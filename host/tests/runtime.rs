@@ -579,3 +579,76 @@ async fn the_generation_filter_drops_status_only_updates_of_a_deployment() {
     running.await.unwrap().unwrap();
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn custom_resources_are_reconciled_through_discovery_and_unknown_kinds_are_refused() {
+    use kube::api::DynamicObject;
+    use kube::core::{ApiResource, GroupVersionKind};
+
+    let (server, client) = server().await;
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(client.clone());
+    let crd = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}
+            }]
+        }
+    }))
+    .unwrap();
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+
+    let log = Log::default();
+    let mut runtime = Runtime::new(client.clone(), no_election());
+    let mut widgets = spec("widgets");
+    widgets.for_kind = KindRef::new("example.com/v1", "Widget");
+    let recorder = Recorder {
+        replica: "widgets".into(),
+        log: log.clone(),
+        took: Duration::ZERO,
+    };
+    runtime.add_controller(widgets, recorder).await.unwrap();
+
+    let mut gadgets = spec("gadgets");
+    gadgets.for_kind = KindRef::new("example.com/v1", "Gadget");
+    let recorder = Recorder {
+        replica: "gadgets".into(),
+        log: log.clone(),
+        took: Duration::ZERO,
+    };
+    let error = runtime.add_controller(gadgets, recorder).await.unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("kind example.com/v1/Gadget is not served by the API server"),
+        "{error}"
+    );
+
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(runtime.run(shutdown.clone()));
+    let gvk = GroupVersionKind::gvk("example.com", "v1", "Widget");
+    let resource = ApiResource::from_gvk_with_plural(&gvk, "widgets");
+    let api: Api<DynamicObject> = Api::namespaced_with(client, "default", &resource);
+    let widget: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "w1", "namespace": "default"}, "spec": {"size": 3}
+    }))
+    .unwrap();
+    let created = api.create(&PostParams::default(), &widget).await.unwrap();
+    let rv = created.metadata.resource_version.unwrap();
+    eventually("the widget to be reconciled", || {
+        log.last_version("default/w1") == Some(Some(rv.clone()))
+    })
+    .await;
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+    server.shutdown().await;
+}
