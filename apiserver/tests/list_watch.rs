@@ -330,3 +330,42 @@ async fn events_can_be_selected_by_involved_object_and_unknown_fields_are_refuse
     let (code, st) = h.get(&format!("{CMS}?fieldSelector=data.k%3Dv")).await;
     assert_eq!((code, st["reason"].as_str()), (400, Some("BadRequest")));
 }
+
+#[tokio::test]
+async fn every_watch_line_names_its_type_before_its_object() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let (_, created) = h.post(CMS, &configmap("a", json!({}))).await;
+    let base = rv(&created);
+    let mut w = h
+        .watch(&format!(
+            "{CMS}?watch=true&allowWatchBookmarks=true&resourceVersion={base}"
+        ))
+        .await;
+    h.post(CMS, &configmap("b", json!({}))).await;
+    h.post(
+        "/api/v1/namespaces/kube-system/configmaps",
+        &configmap("elsewhere", json!({})),
+    )
+    .await;
+    let added = w.next_line().await.expect("added");
+    assert!(
+        added.starts_with(r#"{"type":"ADDED","object":{"#),
+        "{added}"
+    );
+    let bookmark = w.next_line().await.expect("bookmark");
+    assert!(
+        bookmark.starts_with(r#"{"type":"BOOKMARK","object":{"#),
+        "{bookmark}"
+    );
+    s.faults().compact_history();
+    let mut expired = h
+        .watch(&format!("{CMS}?watch=true&resourceVersion={base}"))
+        .await;
+    let error = expired.next_line().await.expect("error");
+    assert!(
+        error.starts_with(r#"{"type":"ERROR","object":{"#),
+        "{error}"
+    );
+    assert!(error.contains(r#""code":410"#), "{error}");
+}

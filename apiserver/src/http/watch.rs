@@ -39,13 +39,7 @@ impl Encoder {
         } else {
             object.clone()
         };
-        let mut out = Vec::with_capacity(object.len() + 32);
-        out.extend_from_slice(b"{\"type\":\"");
-        out.extend_from_slice(kind.as_bytes());
-        out.extend_from_slice(b"\",\"object\":");
-        out.extend_from_slice(&object);
-        out.extend_from_slice(b"}\n");
-        Bytes::from(out)
+        event_line(kind, &object)
     }
 
     fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
@@ -62,16 +56,24 @@ impl Encoder {
             (self.res.kind.clone(), self.res.api_version())
         };
         let object = json!({"kind": kind, "apiVersion": api_version, "metadata": meta});
-        let mut line = json!({"type": "BOOKMARK", "object": object}).to_string();
-        line.push('\n');
-        Bytes::from(line)
+        event_line("BOOKMARK", object.to_string().as_bytes())
     }
 }
 
+/// One watch line, `{"type":…,"object":…}`, with `type` first as a real API server writes it
+/// (clients decoding the adjacently tagged event then need not buffer the object).
+fn event_line(kind: &str, object: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(object.len() + kind.len() + 24);
+    out.extend_from_slice(b"{\"type\":\"");
+    out.extend_from_slice(kind.as_bytes());
+    out.extend_from_slice(b"\",\"object\":");
+    out.extend_from_slice(object);
+    out.extend_from_slice(b"}\n");
+    Bytes::from(out)
+}
+
 fn error_event(err: &ApiError) -> Bytes {
-    let mut line = json!({"type": "ERROR", "object": err.status()}).to_string();
-    line.push('\n');
-    Bytes::from(line)
+    event_line("ERROR", err.status().to_string().as_bytes())
 }
 
 pub(super) fn watch(

@@ -117,10 +117,16 @@ pub struct Watch {
 impl Watch {
     /// The next event, or None when the stream ended; panics after `WAIT`.
     pub async fn next(&mut self) -> Option<Value> {
+        let line = self.next_line().await?;
+        Some(serde_json::from_str(&line).expect("watch event is JSON"))
+    }
+
+    /// The next event line as sent, or None when the stream ended; panics after `WAIT`.
+    pub async fn next_line(&mut self) -> Option<String> {
         let line = tokio::time::timeout(WAIT, self.lines.next())
             .await
             .expect("a watch event or the end of the stream within the wait bound")?;
-        Some(serde_json::from_str(&line.expect("watch line")).expect("watch event is JSON"))
+        Some(line.expect("watch line"))
     }
 
     /// The next event that is not a BOOKMARK.
