@@ -15,6 +15,19 @@ struct Stored {
     version: u64,
 }
 
+impl Stored {
+    /// Stores `spec` under a new resourceVersion.
+    fn write(&mut self, spec: LeaseSpec) -> Observed {
+        self.version += 1;
+        let observed = Observed {
+            spec,
+            resource_version: self.version.to_string(),
+        };
+        self.record = Some(observed.clone());
+        observed
+    }
+}
+
 /// One Lease shared by every [`MemoryLease`] handle of one test.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct SharedLease(Arc<Mutex<Stored>>);
@@ -31,12 +44,7 @@ impl SharedLease {
 
     /// Overwrites the record as another client would.
     pub(crate) fn overwrite(&self, spec: LeaseSpec) {
-        let mut stored = self.0.lock();
-        stored.version += 1;
-        stored.record = Some(Observed {
-            spec,
-            resource_version: stored.version.to_string(),
-        });
+        self.0.lock().write(spec);
     }
 
     /// A handle for one replica.
@@ -109,13 +117,7 @@ impl LeaseLock for MemoryLease {
         if stored.record.is_some() {
             return Err(self.conflict());
         }
-        stored.version += 1;
-        let observed = Observed {
-            spec,
-            resource_version: stored.version.to_string(),
-        };
-        stored.record = Some(observed.clone());
-        Ok(observed)
+        Ok(stored.write(spec))
     }
 
     async fn update(
@@ -129,13 +131,7 @@ impl LeaseLock for MemoryLease {
         if current != Some(resource_version.as_str()) {
             return Err(self.conflict());
         }
-        stored.version += 1;
-        let observed = Observed {
-            spec,
-            resource_version: stored.version.to_string(),
-        };
-        stored.record = Some(observed.clone());
-        Ok(observed)
+        Ok(stored.write(spec))
     }
 
     fn describe(&self) -> String {
