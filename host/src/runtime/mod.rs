@@ -249,9 +249,8 @@ impl Runtime {
         &self,
         scope: Scope,
     ) -> Result<Arc<crate::informer::Informer>, InformerError> {
-        let known = self.registry.informers().len();
-        let informer = self.registry.informer(&scope).await?;
-        if self.registry.informers().len() > known {
+        let (informer, started) = self.registry.informer(&scope).await?;
+        if started {
             let mut name = format!("cache/{}/{}", scope.api_version, scope.kind);
             if let Some(namespace) = &scope.namespace {
                 name = format!("{name}/{namespace}");

@@ -74,13 +74,13 @@ impl InformerRegistry {
     }
 
     /// The informer for `scope`, started (after resolving its kind by discovery) if no
-    /// controller watches that scope yet.
+    /// controller watches that scope yet; the flag tells whether this call started it.
     ///
     /// # Errors
     /// When the kind is unknown to the API server or the scope does not fit it.
-    pub async fn informer(&self, scope: &Scope) -> Result<Arc<Informer>, InformerError> {
+    pub async fn informer(&self, scope: &Scope) -> Result<(Arc<Informer>, bool), InformerError> {
         if let Some(informer) = self.informers.lock().get(scope) {
-            return Ok(Arc::clone(informer));
+            return Ok((Arc::clone(informer), false));
         }
         let (group, version) = match scope.api_version.split_once('/') {
             Some((group, version)) => (group, version),
@@ -110,14 +110,16 @@ impl InformerRegistry {
         }
         let mut informers = self.informers.lock();
         // Another caller may have started it while discovery ran.
-        let informer = informers.entry(scope.clone()).or_insert_with(|| {
-            Arc::new(Informer::start(
-                self.client.clone(),
-                &resource,
-                scope.clone(),
-            ))
-        });
-        Ok(Arc::clone(informer))
+        if let Some(informer) = informers.get(scope) {
+            return Ok((Arc::clone(informer), false));
+        }
+        let informer = Arc::new(Informer::start(
+            self.client.clone(),
+            &resource,
+            scope.clone(),
+        ));
+        informers.insert(scope.clone(), Arc::clone(&informer));
+        Ok((informer, true))
     }
 
     /// Every running informer.
