@@ -4,38 +4,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+mod common;
+
+use common::{WAIT, config_map, eventually};
 use embedded_apiserver::{ApiServer, Config, FailRule, Failure, Verb};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::core::ApiResource;
 use parking_lot::Mutex;
 use reconcile_host::informer::{Change, Informer, Scope};
-
-/// Upper bound for any condition a test waits for.
-const WAIT: Duration = Duration::from_secs(20);
-
-async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !condition() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-fn config_map(name: &str, value: &str) -> ConfigMap {
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: Some("default".to_owned()),
-            ..ObjectMeta::default()
-        },
-        data: Some([("v".to_owned(), value.to_owned())].into()),
-        ..ConfigMap::default()
-    }
-}
 
 fn scope() -> Scope {
     Scope {

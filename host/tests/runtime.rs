@@ -6,6 +6,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod common;
+
+use common::{config_map, eventually, eventually_async};
 use embedded_apiserver::{ApiServer, Config, FailRule, Failure, Verb};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -21,18 +24,9 @@ use reconcile_host::runtime::{
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-const WAIT: Duration = Duration::from_secs(30);
 /// How late a watcher may learn that a replica's leadership changed (one scheduler turn and a
 /// channel notification); the election's own bounds are exact.
 const NOTIFY_SLACK: Duration = Duration::from_millis(250);
-
-async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !condition() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
 
 /// One reconcile as an outside observer saw it.
 #[derive(Clone, Debug)]
@@ -119,18 +113,6 @@ impl Reconciler for Recorder {
             end: Instant::now(),
         });
         Ok(Action::Done)
-    }
-}
-
-fn config_map(name: &str, value: &str) -> ConfigMap {
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: Some("default".to_owned()),
-            ..ObjectMeta::default()
-        },
-        data: Some([("v".to_owned(), value.to_owned())].into()),
-        ..ConfigMap::default()
     }
 }
 
@@ -454,21 +436,6 @@ async fn shutdown_drains_reconciles_in_progress_then_releases_the_lease() {
     );
     assert_eq!(holder(&leases).await, None, "released");
     server.shutdown().await;
-}
-
-async fn eventually_async<T, F, Fut>(what: &str, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test]

@@ -1,0 +1,49 @@
+//! Helpers shared by the host's end-to-end tests.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::ObjectMeta;
+use tokio::time::Instant;
+
+/// Upper bound for any condition a test waits for.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// Polls `condition` every 10 ms until it holds; fails after [`WAIT`].
+pub async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Polls `probe` every 20 ms until it yields a value; fails after [`WAIT`].
+pub async fn eventually_async<T, F, Fut>(what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A ConfigMap `default/<name>` with `data.v = value`.
+pub fn config_map(name: &str, value: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some("default".to_owned()),
+            ..ObjectMeta::default()
+        },
+        data: Some([("v".to_owned(), value.to_owned())].into()),
+        ..ConfigMap::default()
+    }
+}
