@@ -36,10 +36,19 @@ impl Error {
         }
     }
 
-    /// Wraps any other error, keeping its chain of sources.
+    /// Wraps any other error, keeping its chain of sources. An [`Error`] stays itself and a
+    /// [`CallError`] is described as [`Error::from`] describes it.
     pub fn new(error: impl StdError + Send + Sync + 'static) -> Self {
-        Self {
-            repr: Repr::Other(Box::new(error)),
+        let boxed: Box<dyn StdError + Send + Sync> = Box::new(error);
+        let boxed = match boxed.downcast::<Self>() {
+            Ok(error) => return *error,
+            Err(other) => other,
+        };
+        match boxed.downcast::<CallError>() {
+            Ok(call) => Self::from(*call),
+            Err(other) => Self {
+                repr: Repr::Other(other),
+            },
         }
     }
 
@@ -220,13 +229,13 @@ pub trait Context<T> {
     fn with_context<C: fmt::Display>(self, f: impl FnOnce() -> C) -> Result<T, Error>;
 }
 
-impl<T, E: Into<Error>> Context<T> for Result<T, E> {
+impl<T, E: StdError + Send + Sync + 'static> Context<T> for Result<T, E> {
     fn context(self, context: impl fmt::Display) -> Result<T, Error> {
-        self.map_err(|error| error.into().context(context))
+        self.map_err(|error| Error::new(error).context(context))
     }
 
     fn with_context<C: fmt::Display>(self, f: impl FnOnce() -> C) -> Result<T, Error> {
-        self.map_err(|error| error.into().context(f()))
+        self.map_err(|error| Error::new(error).context(f()))
     }
 }
 
@@ -309,6 +318,15 @@ mod tests {
         let error = Error::from(json).context("reading spec");
         assert_eq!(format!("{error:#}"), format!("reading spec: {expected}"));
         assert_eq!(error.chain().count(), 2);
+    }
+
+    #[test]
+    fn new_keeps_an_error_and_describes_a_call_error() {
+        let error = Error::new(Error::msg("inner").context("outer"));
+        assert_eq!(format!("{error:#}"), "outer: inner");
+        assert!(Error::new(conflict()).is_conflict());
+        let parse = "x".parse::<u32>().unwrap_err();
+        assert_eq!(Error::new(parse.clone()).to_string(), parse.to_string());
     }
 
     #[test]

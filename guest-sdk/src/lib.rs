@@ -103,9 +103,9 @@ macro_rules! export_reconciler {
                 > {
                     $crate::__private::reconcile::<$reconciler>(request)
                 }
-    }
+            }
 
-            $crate::bindings::export!(ReconcileExport with_types_in $crate::bindings);
+    $crate::bindings::export!(ReconcileExport with_types_in $crate::bindings);
         };
     };
 }
