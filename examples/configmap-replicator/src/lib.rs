@@ -55,7 +55,8 @@ fn sync(source: &ConfigMap) -> Result<Action, Error> {
         }
     }
     if missing.is_empty() {
-        debug!("{source_ref} is copied to {} namespaces", targets.len());
+        let listed: Vec<&str> = targets.iter().map(String::as_str).collect();
+        debug!("{source_ref} is copied to [{}]", listed.join(", "));
         return Ok(Action::done());
     }
     let note = format!(
