@@ -28,7 +28,7 @@ use parking_lot::Mutex;
 use reconcile_host::controller::{Action, Controller, ObjectKey, Reconciler, Request};
 use reconcile_host::election::ElectionConfig;
 use reconcile_host::informer::{CachedObject, Informer, Predicates, Scope};
-use reconcile_host::queue::{RateLimitingQueue, default_controller_limiter};
+use reconcile_host::queue::{ControllerLimiter, RateLimitingQueue, default_controller_limiter};
 use reconcile_host::runtime::{
     ControllerSpec, ElectionSettings, KindRef, Runtime, RuntimeSettings,
 };
@@ -310,6 +310,7 @@ fn spec() -> ControllerSpec {
         predicates: Predicates::default(),
         resync: None,
         workers: WORKERS,
+        limiter: ControllerLimiter::default(),
     }
 }
 

@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -12,6 +13,11 @@ use tokio_util::sync::CancellationToken;
 use crate::client::{self, ClientLimits};
 use crate::config::{ConfigFileError, HostConfig, duration};
 use crate::election::{ElectionConfig, default_identity};
+use crate::plugin::api::{KubeApi, SharedApi};
+use crate::plugin::engine::{EngineSettings, PluginEngine};
+use crate::plugin::loader;
+use crate::plugin::manifest::Manifest;
+use crate::plugin::module::ModuleLoader;
 use crate::runtime::{ElectionSettings, Runtime, RuntimeSettings};
 use crate::telemetry::Telemetry;
 
@@ -88,6 +94,15 @@ pub struct RunArgs {
     /// How long reconciles in progress may finish after a shutdown signal [default: 30s].
     #[arg(long, env = "RECONCILE_HOST_DRAIN_TIMEOUT", value_parser = duration::parse)]
     pub drain_timeout: Option<Duration>,
+    /// A plugin manifest, or a directory of `<name>/plugin.yaml` manifests, to load (repeat
+    /// for more; added to the config file's `plugins`).
+    #[arg(
+        long = "plugin",
+        env = "RECONCILE_HOST_PLUGINS",
+        value_name = "PATH",
+        value_delimiter = ','
+    )]
+    pub plugins: Vec<PathBuf>,
 }
 
 impl RunArgs {
@@ -114,6 +129,7 @@ impl RunArgs {
         set(&mut config.client.qps, self.qps);
         set(&mut config.client.burst, self.burst);
         set(&mut config.shutdown.drain_timeout, self.drain_timeout);
+        config.plugins.extend(self.plugins.iter().cloned());
         config.validate()?;
         Ok(config)
     }
@@ -161,6 +177,14 @@ fn chain(error: &dyn std::error::Error) -> String {
 /// `run`: the host until a signal; a second signal exits at once.
 async fn run(config: HostConfig) -> anyhow::Result<ExitCode> {
     let kube_config = kube_config(&config).await?;
+    host(config, kube_config).await
+}
+
+/// The host on `kube_config` with `config`, until a signal.
+pub(crate) async fn host(
+    config: HostConfig,
+    kube_config: kube::Config,
+) -> anyhow::Result<ExitCode> {
     let limits = ClientLimits::default()
         .qps(config.client.qps)
         .burst(config.client.burst);
@@ -189,14 +213,18 @@ async fn run(config: HostConfig) -> anyhow::Result<ExitCode> {
         .await
         .context("cannot serve /metrics, /healthz and /readyz; pick another --metrics-address")?;
     tracing::info!(address = %server.local_addr(), "serving /metrics, /healthz and /readyz");
-    let runtime = Runtime::with_telemetry(
-        client,
+    let mut runtime = Runtime::with_telemetry(
+        client.clone(),
         RuntimeSettings {
             election,
             drain_timeout: config.shutdown.drain_timeout,
         },
         telemetry,
     );
+    if let Err(error) = load_plugins(&mut runtime, &config.plugins, client).await {
+        eprintln!("error: {error:#}");
+        return Ok(ExitCode::from(EXIT_CONFIG));
+    }
     let shutdown = CancellationToken::new();
     let interrupted = CancellationToken::new();
     tokio::spawn(signals(shutdown.clone(), interrupted.clone()));
@@ -213,6 +241,31 @@ async fn run(config: HostConfig) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(EXIT_INTERRUPTED))
         }
     }
+}
+
+/// Loads every plugin `paths` name into `runtime`.
+async fn load_plugins(
+    runtime: &mut Runtime,
+    paths: &[PathBuf],
+    client: kube::Client,
+) -> anyhow::Result<()> {
+    let manifests = loader::manifest_paths(paths).context("cannot find the plugin manifests")?;
+    if manifests.is_empty() {
+        tracing::warn!("no plugins configured; pass --plugin <manifest> or set `plugins:`");
+        return Ok(());
+    }
+    let engine = PluginEngine::new(EngineSettings::default())
+        .context("cannot start the WebAssembly engine")?;
+    tracing::info!(pooling = engine.pooling(), "WebAssembly engine ready");
+    let modules = ModuleLoader::new(engine);
+    let api: SharedApi = Arc::new(KubeApi::new(client));
+    for path in manifests {
+        let manifest = Manifest::load(&path)?;
+        loader::add_plugin(runtime, &modules, manifest, Arc::clone(&api))
+            .await
+            .with_context(|| format!("cannot load the plugin of {}", path.display()))?;
+    }
+    Ok(())
 }
 
 async fn kube_config(config: &HostConfig) -> anyhow::Result<kube::Config> {

@@ -18,6 +18,8 @@
 //!   burst: 10
 //! shutdown:
 //!   drainTimeout: 30s
+//! plugins:                                    # manifests, or directories of <name>/plugin.yaml
+//!   - /etc/reconcile-host/plugins
 //! ```
 
 use std::net::SocketAddr;
@@ -43,6 +45,10 @@ pub struct HostConfig {
     pub client: ClientConfig,
     /// Graceful shutdown.
     pub shutdown: ShutdownConfig,
+    /// Plugin manifests loaded at start: manifest files, or directories whose
+    /// `<name>/plugin.yaml` files are manifests. Relative paths are taken from the working
+    /// directory.
+    pub plugins: Vec<PathBuf>,
 }
 
 /// `leaderElection:` settings.

@@ -8,6 +8,7 @@ pub mod config;
 pub mod controller;
 pub mod election;
 pub mod informer;
+pub mod plugin;
 pub mod queue;
 pub mod runtime;
 pub mod telemetry;

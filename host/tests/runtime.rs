@@ -18,6 +18,7 @@ use parking_lot::Mutex;
 use reconcile_host::controller::{Action, Reconciler, Request};
 use reconcile_host::election::ElectionConfig;
 use reconcile_host::informer::{CachedObject, Predicates};
+use reconcile_host::queue::ControllerLimiter;
 use reconcile_host::runtime::{
     ControllerSpec, ElectionSettings, KindRef, Runtime, RuntimeSettings,
 };
@@ -126,6 +127,7 @@ fn spec(name: &str) -> ControllerSpec {
         predicates: Predicates::default(),
         resync: None,
         workers: 2,
+        limiter: ControllerLimiter::default(),
     }
 }
 

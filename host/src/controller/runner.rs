@@ -182,6 +182,9 @@ async fn worker<R: Reconciler>(
                 (Completion::Failed, Outcome::Error)
             }
         };
+        if outcome != Outcome::Error {
+            tracing::debug!(parent: &span, result = outcome.label(), took = ?elapsed, "reconciled");
+        }
         shared.metrics.reconciled(outcome, elapsed);
         queue.complete(key, completion);
     }

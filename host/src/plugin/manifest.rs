@@ -53,7 +53,9 @@ pub struct Manifest {
     pub for_kind: KindRef,
     /// Kinds whose changes enqueue their controlling owner of the `for` kind.
     pub owns: Vec<KindRef>,
-    /// Extra kinds the guest may read through the `cache` import.
+    /// Extra kinds the guest may read through the `cache` import, cached without the label
+    /// selector. Listing the `for` kind here makes all of its objects readable, not only the
+    /// selected ones.
     pub cache: Vec<KindRef>,
     /// Watch only this namespace; `None` for all.
     pub namespace: Option<String>,
@@ -727,7 +729,12 @@ impl RawManifest {
             for (i, raw) in raw.into_iter().flatten().enumerate() {
                 let field = format!("{list}[{i}]");
                 let kind = kind_ref(&field, &raw.api_version, &raw.kind)?;
-                if let Some((earlier, _)) = seen.iter().find(|(_, k)| *k == kind) {
+                // `cache` may repeat the `for` kind: the guest then reads all of its objects,
+                // not only those matching `labelSelector`.
+                let repeats = |earlier: &str| !(list == "cache" && earlier == "for");
+                if let Some((earlier, _)) =
+                    seen.iter().find(|(e, k)| *k == kind && repeats(e.as_str()))
+                {
                     return Err(problem(
                         field,
                         format!(
@@ -1388,6 +1395,15 @@ grants:
             .allows(&secret, Verb::Delete, Some("prod"), None)
             .unwrap_err();
         assert_eq!(error.missing, Missing::Namespace);
+    }
+
+    #[test]
+    fn cache_may_repeat_the_for_kind_to_read_all_of_its_objects() {
+        let text = format!(
+            "{MINIMAL}labelSelector: replicate=true\ncache: [{{apiVersion: v1, kind: ConfigMap}}]\n"
+        );
+        let manifest = Manifest::parse(&text, Path::new("/plugins")).unwrap();
+        assert_eq!(manifest.cache, vec![manifest.for_kind.clone()]);
     }
 
     #[test]

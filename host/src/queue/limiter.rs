@@ -230,17 +230,51 @@ impl<K: 'static> RateLimiter<K> for MaxOf<K> {
     }
 }
 
+/// The settings of a controller's limiter: the longer of per-key exponential backoff and an
+/// overall token bucket. The default is client-go's `DefaultControllerRateLimiter`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ControllerLimiter {
+    /// First per-key backoff.
+    pub base_delay: Duration,
+    /// Largest per-key backoff.
+    pub max_delay: Duration,
+    /// Overall requeues per second.
+    pub qps: f64,
+    /// Overall burst.
+    pub burst: u32,
+}
+
+impl Default for ControllerLimiter {
+    fn default() -> Self {
+        Self {
+            base_delay: Duration::from_millis(5),
+            max_delay: Duration::from_secs(1000),
+            qps: 10.0,
+            burst: 100,
+        }
+    }
+}
+
+impl ControllerLimiter {
+    /// The limiter these settings describe.
+    ///
+    /// # Errors
+    /// When `qps` or `burst` is not positive.
+    pub fn build<K: Key>(&self) -> Result<MaxOf<K>, LimiterError> {
+        Ok(MaxOf::new(vec![
+            Box::new(ItemExponential::new(self.base_delay, self.max_delay)),
+            Box::new(TokenBucket::new(self.qps, self.burst)?),
+        ]))
+    }
+}
+
 /// client-go's `DefaultControllerRateLimiter`: the longer of per-key exponential backoff
 /// (5 ms doubling to 1000 s) and an overall 10 qps bucket with a burst of 100.
 #[must_use]
 pub fn default_controller_limiter<K: Key>() -> MaxOf<K> {
-    MaxOf::new(vec![
-        Box::new(ItemExponential::new(
-            Duration::from_millis(5),
-            Duration::from_secs(1000),
-        )),
-        Box::new(TokenBucket::new(10.0, 100).expect("10 qps with burst 100 is valid")),
-    ])
+    ControllerLimiter::default()
+        .build()
+        .expect("10 qps with burst 100 is valid")
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ mod rate_limiting;
 pub use basic::Queue;
 pub use delaying::DelayingQueue;
 pub use limiter::{
-    FastSlow, ItemExponential, LimiterError, MaxOf, RateLimiter, TokenBucket,
+    ControllerLimiter, FastSlow, ItemExponential, LimiterError, MaxOf, RateLimiter, TokenBucket,
     default_controller_limiter,
 };
 pub use metrics::{NoMetrics, QueueMetrics};

@@ -19,18 +19,25 @@ use crate::election::{
 use crate::informer::{
     CachedObject, Predicates, Scope, Subscription, enqueue_controller, enqueue_self,
 };
-use crate::queue::{RateLimitingQueue, default_controller_limiter};
+use crate::queue::{ControllerLimiter, RateLimitingQueue};
 use crate::telemetry::{ScrapeHook, Telemetry};
 
 pub use registry::{InformerError, InformerRegistry};
 
 /// A kind named by `apiVersion` and `kind`, resolved through discovery (CRDs included).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct KindRef {
     /// `group/version`, or `version` for the core group.
     pub api_version: String,
     /// The kind.
     pub kind: String,
+}
+
+impl std::fmt::Display for KindRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.api_version, self.kind)
+    }
 }
 
 impl KindRef {
@@ -63,6 +70,8 @@ pub struct ControllerSpec {
     pub resync: Option<Duration>,
     /// Concurrent reconciles.
     pub workers: usize,
+    /// How failed and requeued keys are delayed.
+    pub limiter: ControllerLimiter,
 }
 
 /// Leader election settings for the runtime.
@@ -168,6 +177,12 @@ impl Runtime {
         }
     }
 
+    /// The metrics registry and health checks this runtime reports to.
+    #[must_use]
+    pub fn telemetry(&self) -> &Telemetry {
+        &self.telemetry
+    }
+
     /// The shared informers.
     #[must_use]
     pub fn registry(&self) -> &InformerRegistry {
@@ -184,7 +199,8 @@ impl Runtime {
     /// changes into a new queue. Returns the queue.
     ///
     /// # Errors
-    /// When a kind is unknown or does not fit the namespace.
+    /// When a kind is unknown or does not fit the namespace, or the limiter settings are
+    /// invalid.
     pub async fn add_controller<R>(
         &mut self,
         spec: ControllerSpec,
@@ -194,10 +210,14 @@ impl Runtime {
         R: Reconciler<Object = CachedObject>,
     {
         let metrics = self.telemetry.metrics();
-        let queue = RateLimitingQueue::with_metrics(
-            default_controller_limiter(),
-            metrics.workqueue(&spec.name),
-        );
+        let limiter = spec
+            .limiter
+            .build()
+            .map_err(|source| InformerError::Limiter {
+                controller: spec.name.clone(),
+                source,
+            })?;
+        let queue = RateLimitingQueue::with_metrics(limiter, metrics.workqueue(&spec.name));
         self.scrape_hooks
             .push(metrics.report_unfinished_work_on_scrape(&queue));
         let primary = self
@@ -245,7 +265,10 @@ impl Runtime {
 
     /// The shared informer for `scope`; the first time a scope is watched its cache gets a
     /// readiness check named `cache/<apiVersion>/<kind>[/<namespace>][?<selector>]`.
-    async fn informer(
+    ///
+    /// # Errors
+    /// When the kind is unknown or does not fit the namespace.
+    pub async fn informer(
         &self,
         scope: Scope,
     ) -> Result<Arc<crate::informer::Informer>, InformerError> {

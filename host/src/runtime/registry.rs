@@ -47,6 +47,15 @@ pub enum InformerError {
         /// The namespace given.
         namespace: String,
     },
+    /// The controller's rate limiter settings are invalid.
+    #[error("controller `{controller}`: invalid rate limiter settings")]
+    Limiter {
+        /// The controller.
+        controller: String,
+        /// Why.
+        #[source]
+        source: crate::queue::LimiterError,
+    },
 }
 
 /// Starts informers on demand and hands out the running one for a scope already watched.

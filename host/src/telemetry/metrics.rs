@@ -65,6 +65,7 @@ struct Families {
     active_workers: Family<OneLabel, Gauge>,
     max_concurrent: Family<OneLabel, Gauge>,
     leader: Family<OneLabel, Gauge>,
+    plugin_failures: Family<ResultLabels, Counter>,
 }
 
 impl Families {
@@ -85,6 +86,7 @@ impl Families {
             active_workers: Family::default(),
             max_concurrent: Family::default(),
             leader: Family::default(),
+            plugin_failures: Family::default(),
         };
         let f = &families;
         registry.register(
@@ -153,6 +155,12 @@ impl Families {
             "Gauge of if the reporting system is master of the relevant lease, 0 indicates \
              backup, 1 indicates master. 'name' is the string used to identify the lease",
             f.leader.clone(),
+        );
+        registry.register(
+            "reconcile_host_plugin_failures",
+            "Failed guest calls per plugin, by reason: error (the guest returned an error), trap, \
+             deadline, memory, instantiate",
+            f.plugin_failures.clone(),
         );
         families
     }
@@ -262,6 +270,25 @@ impl Metrics {
         })
     }
 
+    /// The counters of failed guest calls of plugin `name`, by reason; every reason starts at
+    /// zero so rates work from the first scrape.
+    #[must_use]
+    pub fn plugin_failures(&self, name: &str, reasons: &[&'static str]) -> PluginFailures {
+        let f = &self.inner.families;
+        PluginFailures {
+            counters: reasons
+                .iter()
+                .map(|reason| {
+                    let counter = f.plugin_failures.get_or_create_owned(&[
+                        ("plugin", name.to_owned()),
+                        ("reason", (*reason).to_owned()),
+                    ]);
+                    (*reason, counter)
+                })
+                .collect(),
+        }
+    }
+
     /// The `leader_election_master_status{name="<lease>"}` gauge, starting at 0 (not leading).
     #[must_use]
     pub fn leader_election(&self, lease: &str) -> LeaderStatus {
@@ -350,6 +377,22 @@ impl Drop for ScrapeHook {
     fn drop(&mut self) {
         if let Some(inner) = self.metrics.upgrade() {
             inner.on_scrape.lock().retain(|(id, _)| *id != self.id);
+        }
+    }
+}
+
+/// `reconcile_host_plugin_failures_total{plugin, reason}` of one plugin, from
+/// [`Metrics::plugin_failures`].
+#[derive(Clone, Debug)]
+pub struct PluginFailures {
+    counters: Vec<(&'static str, Counter)>,
+}
+
+impl PluginFailures {
+    /// Counts one failure with `reason` (one of the reasons the handle was made with).
+    pub fn failed(&self, reason: &str) {
+        if let Some((_, counter)) = self.counters.iter().find(|(r, _)| *r == reason) {
+            counter.inc();
         }
     }
 }

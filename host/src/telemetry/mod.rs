@@ -38,7 +38,7 @@ use std::net::SocketAddr;
 
 pub use health::{CheckResult, Health, Readiness, ReadinessGate};
 pub use hooks::{ControllerMetrics, LeaderStatus, WorkqueueMetrics};
-pub use metrics::{Metrics, RECONCILE_TIME_BUCKETS, ScrapeHook, WORKQUEUE_BUCKETS};
+pub use metrics::{Metrics, PluginFailures, RECONCILE_TIME_BUCKETS, ScrapeHook, WORKQUEUE_BUCKETS};
 pub use server::{OPENMETRICS_CONTENT_TYPE, Server};
 
 /// What can go wrong in telemetry.

@@ -1,6 +1,8 @@
 //! Helpers shared by the host's end-to-end tests.
 #![allow(dead_code)]
 
+pub mod host;
+
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;

@@ -1,0 +1,166 @@
+//! The one wasmtime `Engine` of a host: async, epoch-interrupted, pooling-allocated; its epoch
+//! ticker; and the linker every plugin instance is built from.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use wasmtime::component::{HasSelf, Linker};
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use super::bindings::Reconciler;
+use super::state::GuestState;
+
+/// How often the engine's epoch advances. A running guest yields to the async executor once per
+/// tick and its deadline is checked then, so a deadline is honoured within about one tick.
+pub const EPOCH_TICK: Duration = Duration::from_millis(2);
+
+/// How many guest instances may exist at once across all plugins when the pooling allocator is
+/// used (fresh instances per call plus reused ones). Beyond it, instantiation fails and the
+/// reconcile is retried.
+pub const POOL_INSTANCES: u32 = 1_000;
+
+/// Bytes of each pooled linear memory kept resident (reset in place instead of returned to the
+/// kernel) between instances: covers a typical guest's stack, data and first heap pages.
+const MEMORY_KEEP_RESIDENT: usize = 2 << 20;
+
+/// Bytes of each pooled table kept resident between instances.
+const TABLE_KEEP_RESIDENT: usize = 64 << 10;
+
+/// Engine settings.
+#[derive(Clone, Copy, Debug)]
+pub struct EngineSettings {
+    /// Use the pooling instance allocator (falls back to on-demand allocation, with a warning,
+    /// where the pool cannot be reserved).
+    pub pooling: bool,
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        Self { pooling: true }
+    }
+}
+
+/// Why the engine could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// wasmtime refused the configuration.
+    #[error("cannot configure the WebAssembly engine")]
+    Config(#[source] wasmtime::Error),
+    /// WASI or the reconcile interfaces could not be added to the linker.
+    #[error("cannot link the host interfaces")]
+    Link(#[source] wasmtime::Error),
+}
+
+/// The engine, the linker with every host interface, and the epoch ticker (which stops when the
+/// last handle to the engine is dropped).
+#[derive(Clone)]
+pub struct PluginEngine {
+    engine: Engine,
+    linker: Arc<Linker<GuestState>>,
+    pooling: bool,
+}
+
+impl std::fmt::Debug for PluginEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginEngine")
+            .field("pooling", &self.pooling)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PluginEngine {
+    /// Builds the engine and starts its epoch ticker.
+    ///
+    /// # Errors
+    /// When wasmtime rejects the configuration or the host interfaces cannot be linked.
+    pub fn new(settings: EngineSettings) -> Result<Self, EngineError> {
+        let (engine, pooling) = if settings.pooling {
+            match Engine::new(&config(true)) {
+                Ok(engine) => (engine, true),
+                Err(error) => {
+                    tracing::warn!(
+                        error = format!("{error:#}"),
+                        "cannot reserve the instance pool; allocating instances on demand"
+                    );
+                    (
+                        Engine::new(&config(false)).map_err(EngineError::Config)?,
+                        false,
+                    )
+                }
+            }
+        } else {
+            (
+                Engine::new(&config(false)).map_err(EngineError::Config)?,
+                false,
+            )
+        };
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(EngineError::Link)?;
+        Reconciler::add_to_linker::<_, HasSelf<GuestState>>(&mut linker, |state| state)
+            .map_err(EngineError::Link)?;
+        start_ticker(&engine);
+        Ok(Self {
+            engine,
+            linker: Arc::new(linker),
+            pooling,
+        })
+    }
+
+    /// The wasmtime engine.
+    #[must_use]
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The linker with WASI and the reconcile interfaces.
+    #[must_use]
+    pub fn linker(&self) -> &Linker<GuestState> {
+        &self.linker
+    }
+
+    /// Whether the pooling allocator is in use.
+    #[must_use]
+    pub fn pooling(&self) -> bool {
+        self.pooling
+    }
+}
+
+fn config(pooling: bool) -> Config {
+    let mut config = Config::new();
+    config
+        .wasm_component_model(true)
+        .epoch_interruption(true)
+        // The component-model-async task bookkeeping would otherwise run on every call.
+        .concurrency_support(false);
+    if pooling {
+        let mut pool = PoolingAllocationConfig::new();
+        pool.total_component_instances(POOL_INSTANCES)
+            .total_core_instances(POOL_INSTANCES * 4)
+            .total_memories(POOL_INSTANCES * 2)
+            .total_tables(POOL_INSTANCES * 4)
+            .total_stacks(POOL_INSTANCES)
+            .linear_memory_keep_resident(MEMORY_KEEP_RESIDENT)
+            .table_keep_resident(TABLE_KEEP_RESIDENT)
+            // PAGEMAP_SCAN (Linux ≥ 6.7) resets only the pages a guest touched; off elsewhere.
+            .pagemap_scan(Enabled::Auto);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    }
+    config
+}
+
+/// Advances the epoch every [`EPOCH_TICK`] until the engine is dropped.
+fn start_ticker(engine: &Engine) {
+    let weak = engine.weak();
+    let spawned = std::thread::Builder::new()
+        .name("wasm-epoch".to_owned())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(EPOCH_TICK);
+            }
+        });
+    if let Err(error) = spawned {
+        tracing::error!(%error, "cannot start the epoch ticker; guest deadlines fall back to timers");
+    }
+}

@@ -1,0 +1,69 @@
+//! `cache`: reads from the plugin's informer caches.
+
+use super::super::bindings::kube::reconcile::cache::Host;
+use super::super::bindings::{CallError, Kind};
+use super::super::selector::LabelSelector;
+use super::super::state::GuestState;
+use super::kind_ref;
+use crate::controller::ObjectKey;
+use crate::informer::Store;
+
+impl GuestState {
+    fn cache_of(&self, kind: &Kind) -> Result<&Store, CallError> {
+        let kind = kind_ref(kind);
+        self.plugin.caches.get(&kind).map(|store| &**store).ok_or_else(|| {
+            CallError::Denied(format!(
+                "plugin `{}` does not cache {kind}; list it under `cache:` (or `for`/`owns`) in \
+                 its manifest",
+                self.plugin.name
+            ))
+        })
+    }
+}
+
+impl Host for GuestState {
+    async fn get(
+        &mut self,
+        kind: Kind,
+        namespace: Option<String>,
+        name: String,
+    ) -> Result<Option<String>, CallError> {
+        let store = self.cache_of(&kind)?;
+        let key = match &namespace {
+            Some(namespace) => ObjectKey::namespaced(namespace, &name),
+            None => ObjectKey::cluster(&name),
+        };
+        Ok(store.get(&key).map(|object| object.json().to_owned()))
+    }
+
+    async fn list(
+        &mut self,
+        kind: Kind,
+        namespace: Option<String>,
+        label_selector: Option<String>,
+    ) -> Result<Vec<String>, CallError> {
+        let selector = match label_selector.as_deref() {
+            Some(text) => Some(
+                text.parse::<LabelSelector>()
+                    .map_err(|error| CallError::Invalid(error.to_string()))?,
+            ),
+            None => None,
+        };
+        let store = self.cache_of(&kind)?;
+        let mut objects: Vec<_> = store
+            .list()
+            .into_iter()
+            .filter(|object| namespace.is_none() || object.namespace() == namespace.as_deref())
+            .filter(|object| {
+                selector
+                    .as_ref()
+                    .is_none_or(|selector| selector.matches(object.labels()))
+            })
+            .collect();
+        objects.sort_by(|a, b| (a.namespace(), a.name()).cmp(&(b.namespace(), b.name())));
+        Ok(objects
+            .into_iter()
+            .map(|object| object.json().to_owned())
+            .collect())
+    }
+}

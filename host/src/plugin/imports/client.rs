@@ -1,0 +1,128 @@
+//! `client`: API calls checked against the manifest's grants, then handed to the backend.
+
+use std::sync::Arc;
+
+use super::super::api::{ApiCall, ApiResult, PatchDoc, Target};
+use super::super::bindings::kube::reconcile::client::{Host, PatchBody};
+use super::super::bindings::{CallError, ObjectRef};
+use super::super::manifest::Verb;
+use super::super::state::GuestState;
+use super::{parse_object, target, target_of};
+
+impl GuestState {
+    /// Checks the grant for `verb` on `target` (and `subresource`), then performs `call`.
+    fn granted(
+        &self,
+        verb: Verb,
+        subresource: Option<&str>,
+        call: ApiCall,
+    ) -> impl Future<Output = ApiResult> + Send + 'static {
+        let plugin = Arc::clone(&self.plugin);
+        let checked = plugin
+            .manifest
+            .allows(
+                &call.target().kind,
+                verb,
+                call.target().namespace.as_deref(),
+                subresource,
+            )
+            .map_err(|denied| CallError::Denied(denied.to_string()));
+        async move {
+            checked?;
+            plugin.api.call(call).await
+        }
+    }
+
+    fn field_manager(&self) -> String {
+        self.plugin.name.to_string()
+    }
+}
+
+fn stored(result: ApiResult) -> Result<String, CallError> {
+    result.map(Option::unwrap_or_default)
+}
+
+fn json_of(text: &str) -> Result<serde_json::Value, CallError> {
+    serde_json::from_str(text)
+        .map_err(|error| CallError::Invalid(format!("the patch is not valid JSON: {error}")))
+}
+
+impl Host for GuestState {
+    async fn apply(
+        &mut self,
+        object: String,
+        force: bool,
+        subresource: Option<String>,
+    ) -> Result<String, CallError> {
+        let object = parse_object(&object)?;
+        let target: Target = target_of(&object)?;
+        let call = ApiCall::Apply {
+            target,
+            object,
+            force,
+            subresource: subresource.clone(),
+            field_manager: self.field_manager(),
+        };
+        stored(
+            self.granted(Verb::Patch, subresource.as_deref(), call)
+                .await,
+        )
+    }
+
+    async fn patch(
+        &mut self,
+        object: ObjectRef,
+        body: PatchBody,
+        subresource: Option<String>,
+    ) -> Result<String, CallError> {
+        let body = match body {
+            PatchBody::Merge(text) => PatchDoc::Merge(json_of(&text)?),
+            PatchBody::Json(text) => PatchDoc::Json(json_of(&text)?),
+            PatchBody::Strategic(text) => PatchDoc::Strategic(json_of(&text)?),
+        };
+        let call = ApiCall::Patch {
+            target: target(&object),
+            body,
+            subresource: subresource.clone(),
+            field_manager: self.field_manager(),
+        };
+        stored(
+            self.granted(Verb::Patch, subresource.as_deref(), call)
+                .await,
+        )
+    }
+
+    async fn create(&mut self, object: String) -> Result<String, CallError> {
+        let object = parse_object(&object)?;
+        let call = ApiCall::Create {
+            target: target_of(&object)?,
+            object,
+            field_manager: self.field_manager(),
+        };
+        stored(self.granted(Verb::Create, None, call).await)
+    }
+
+    async fn replace(&mut self, object: String) -> Result<String, CallError> {
+        let object = parse_object(&object)?;
+        let call = ApiCall::Replace {
+            target: target_of(&object)?,
+            object,
+            field_manager: self.field_manager(),
+        };
+        stored(self.granted(Verb::Update, None, call).await)
+    }
+
+    async fn delete(&mut self, object: ObjectRef) -> Result<(), CallError> {
+        let call = ApiCall::Delete {
+            target: target(&object),
+        };
+        self.granted(Verb::Delete, None, call).await.map(drop)
+    }
+
+    async fn get(&mut self, object: ObjectRef) -> Result<Option<String>, CallError> {
+        let call = ApiCall::Get {
+            target: target(&object),
+        };
+        self.granted(Verb::Get, None, call).await
+    }
+}

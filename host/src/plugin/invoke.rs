@@ -1,0 +1,184 @@
+//! One call into a guest: a store with the plugin's limits and deadline, an instance (fresh, or
+//! reused when the manifest opts in), the `reconcile` export, and the outcome classified.
+//!
+//! # Guarantees
+//! - A trap, a deadline overrun or memory exhaustion ends the call with a [`GuestFailure`];
+//!   the host keeps running, the store is dropped (a reused instance is discarded).
+//! - A guest computing without end yields to the async runtime every
+//!   [`EPOCH_TICK`](super::engine::EPOCH_TICK) and is
+//!   stopped within about one tick of its deadline; a guest waiting on a host call is stopped at
+//!   its deadline plus [`DEADLINE_GRACE`].
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use wasmtime::{Store, UpdateDeadline};
+
+use super::bindings::{self, Reconciler};
+use super::context::PluginContext;
+use super::manifest::InstanceReuse;
+use super::module::Module;
+use super::state::{GuestState, MemoryLimitExceeded};
+
+/// Extra time a call waiting on a host import gets past its deadline before it is dropped.
+pub const DEADLINE_GRACE: Duration = Duration::from_millis(100);
+
+/// The guest ran past its deadline; the trap carries this error.
+#[derive(Debug, thiserror::Error)]
+#[error("deadline exceeded")]
+struct DeadlineExceeded;
+
+/// How a call into a guest failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GuestFailure {
+    /// The guest returned `err`.
+    #[error("the guest returned an error: {0}")]
+    Returned(String),
+    /// The guest trapped (a panic, an `unreachable`, an out-of-bounds access, ...).
+    #[error("the guest trapped")]
+    Trapped(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The guest ran past its deadline.
+    #[error(
+        "the guest ran past its deadline of {0:?}; raise `limits.deadline` in the manifest if \
+         the work is legitimately this long"
+    )]
+    Deadline(Duration),
+    /// The guest grew its memory past the limit.
+    #[error(
+        "the guest exceeded its memory limit of {0} bytes; raise `limits.memory` in the manifest \
+         if it legitimately needs more"
+    )]
+    Memory(u64),
+    /// No instance could be created (e.g. the instance pool is exhausted).
+    #[error("the guest could not be instantiated")]
+    Instantiate(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl GuestFailure {
+    /// A short label for metrics: `error`, `trap`, `deadline`, `memory` or `instantiate`.
+    #[must_use]
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Returned(_) => "error",
+            Self::Trapped(_) => "trap",
+            Self::Deadline(_) => "deadline",
+            Self::Memory(_) => "memory",
+            Self::Instantiate(_) => "instantiate",
+        }
+    }
+}
+
+/// An instance with its store, kept between calls in reuse mode.
+struct Warm {
+    store: Store<GuestState>,
+    instance: Reconciler,
+    calls: u32,
+}
+
+/// Idle reusable instances of one module (reuse mode only).
+pub struct InstancePool {
+    policy: InstanceReuse,
+    idle: Mutex<Vec<Warm>>,
+}
+
+impl std::fmt::Debug for InstancePool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InstancePool")
+            .field("policy", &self.policy)
+            .field("idle", &self.idle.lock().len())
+            .finish()
+    }
+}
+
+impl InstancePool {
+    /// An empty pool replacing instances per `policy`.
+    #[must_use]
+    pub fn new(policy: InstanceReuse) -> Self {
+        Self {
+            policy,
+            idle: Mutex::default(),
+        }
+    }
+}
+
+/// Calls `reconcile` on a fresh instance of `module` (or a reused one from `pool`).
+///
+/// # Errors
+/// [`GuestFailure`] when the guest returns an error, traps, overruns its deadline or memory, or
+/// cannot be instantiated.
+pub async fn reconcile(
+    module: &Module,
+    plugin: &Arc<PluginContext>,
+    pool: Option<&InstancePool>,
+    request: &bindings::Request,
+) -> Result<bindings::Action, GuestFailure> {
+    let limits = plugin.manifest.limits;
+    let warm = pool.and_then(|pool| pool.idle.lock().pop());
+    let mut warm = match warm {
+        Some(warm) => warm,
+        None => instantiate(module, plugin).await?,
+    };
+    warm.store.data_mut().deadline = Instant::now() + limits.deadline;
+    warm.store.set_epoch_deadline(1);
+    let call = warm.instance.call_reconcile(&mut warm.store, request);
+    let outcome = tokio::time::timeout(limits.deadline + DEADLINE_GRACE, call).await;
+    warm.store.data().flush_stdio();
+    warm.calls += 1;
+    let result = match outcome {
+        Err(_elapsed) => Err(GuestFailure::Deadline(limits.deadline)),
+        Ok(Err(error)) => Err(classify(error, limits.deadline, limits.memory)),
+        Ok(Ok(Ok(action))) => Ok(action),
+        Ok(Ok(Err(error))) => Err(GuestFailure::Returned(error.message)),
+    };
+    if let Some(pool) = pool {
+        let healthy = matches!(result, Ok(_) | Err(GuestFailure::Returned(_)));
+        let peak = u64::try_from(warm.store.data().limiter.peak()).unwrap_or(u64::MAX);
+        if healthy && warm.calls < pool.policy.max_calls && peak <= pool.policy.max_memory {
+            pool.idle.lock().push(warm);
+        }
+    }
+    result
+}
+
+async fn instantiate(module: &Module, plugin: &Arc<PluginContext>) -> Result<Warm, GuestFailure> {
+    let mut store = Store::new(module.pre().engine(), GuestState::new(Arc::clone(plugin)));
+    store.limiter(|state| &mut state.limiter);
+    store.epoch_deadline_callback(|store| {
+        if Instant::now() >= store.data().deadline {
+            Err(DeadlineExceeded.into())
+        } else {
+            Ok(UpdateDeadline::Yield(1))
+        }
+    });
+    store.data_mut().deadline = Instant::now() + plugin.manifest.limits.deadline;
+    store.set_epoch_deadline(1);
+    let limits = plugin.manifest.limits;
+    let instance = tokio::time::timeout(
+        limits.deadline + DEADLINE_GRACE,
+        module.pre().instantiate_async(&mut store),
+    )
+    .await
+    .map_err(|_elapsed| GuestFailure::Deadline(limits.deadline))?
+    .map_err(
+        |error| match classify(error, limits.deadline, limits.memory) {
+            GuestFailure::Trapped(source) => GuestFailure::Instantiate(source),
+            other => other,
+        },
+    )?;
+    Ok(Warm {
+        store,
+        instance,
+        calls: 0,
+    })
+}
+
+fn classify(error: wasmtime::Error, deadline: Duration, memory: u64) -> GuestFailure {
+    if error.downcast_ref::<DeadlineExceeded>().is_some() {
+        GuestFailure::Deadline(deadline)
+    } else if error.downcast_ref::<MemoryLimitExceeded>().is_some() {
+        GuestFailure::Memory(memory)
+    } else {
+        GuestFailure::Trapped(error.into())
+    }
+}

@@ -1,0 +1,25 @@
+//! Plugins: reconcilers compiled to WebAssembly components, their manifests, and the wasmtime
+//! runtime that calls them.
+//!
+//! # Flow
+//! A [`Manifest`](manifest::Manifest) names a component; the [`ModuleLoader`](module::ModuleLoader)
+//! compiles it once per content digest and checks it against the `reconciler` world; a
+//! [`Plugin`](reconciler::Plugin) holds the module and the plugin's context (grants, caches, API
+//! backend); its [`PluginReconciler`](reconciler::PluginReconciler) is what a controller calls,
+//! one fresh instance per reconcile unless the manifest opts into instance reuse.
+
+pub mod api;
+mod bindings;
+pub mod context;
+pub mod engine;
+mod imports;
+pub mod invoke;
+pub mod loader;
+pub mod manifest;
+pub mod module;
+pub mod reconciler;
+pub mod selector;
+pub mod state;
+mod stdio;
+
+pub use bindings::{Action as GuestAction, ApiStatus, CallError, Kind, ObjectRef};

@@ -1,0 +1,134 @@
+//! What a guest's `Store` holds: its WASI context (stdio captured, nothing else granted), its
+//! memory limiter, and the plugin context its host imports answer from.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use wasmtime::ResourceLimiter;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use super::context::PluginContext;
+use super::stdio::{LogStream, Stream};
+
+/// The most table elements a guest may grow a table to.
+const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+
+/// A guest memory grew past its plugin's limit; the trap carries this error.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "memory limit exceeded: the guest asked for {desired} bytes of linear memory, the limit is {limit}"
+)]
+pub struct MemoryLimitExceeded {
+    /// The size the guest asked for.
+    pub desired: usize,
+    /// The plugin's limit.
+    pub limit: usize,
+}
+
+/// Caps each linear memory of an instance and records the largest size reached.
+#[derive(Debug)]
+pub struct MemoryLimiter {
+    limit: usize,
+    peak: usize,
+}
+
+impl MemoryLimiter {
+    /// A limiter allowing `limit` bytes per linear memory.
+    #[must_use]
+    pub fn new(limit: usize) -> Self {
+        Self { limit, peak: 0 }
+    }
+
+    /// The largest linear memory size granted so far.
+    #[must_use]
+    pub fn peak(&self) -> usize {
+        self.peak
+    }
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.limit {
+            return Err(MemoryLimitExceeded {
+                desired,
+                limit: self.limit,
+            }
+            .into());
+        }
+        self.peak = self.peak.max(desired);
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+}
+
+/// The data of one guest store.
+pub struct GuestState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) limiter: MemoryLimiter,
+    pub(crate) plugin: Arc<PluginContext>,
+    /// When the current call must end.
+    pub(crate) deadline: Instant,
+    stdout: LogStream,
+    stderr: LogStream,
+}
+
+impl GuestState {
+    /// A state for one instance of `plugin`: no preopened directories, no sockets, no name
+    /// lookups, only the environment variables the manifest grants; stdio logged.
+    #[must_use]
+    pub fn new(plugin: Arc<PluginContext>) -> Self {
+        let stdout = LogStream::new(Arc::clone(&plugin.name), Stream::Stdout);
+        let stderr = LogStream::new(Arc::clone(&plugin.name), Stream::Stderr);
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false);
+        for (name, value) in &plugin.manifest.env {
+            wasi.env(name, value);
+        }
+        Self {
+            wasi: wasi.build(),
+            table: ResourceTable::new(),
+            limiter: MemoryLimiter::new(
+                usize::try_from(plugin.manifest.limits.memory).unwrap_or(usize::MAX),
+            ),
+            plugin,
+            deadline: Instant::now(),
+            stdout,
+            stderr,
+        }
+    }
+
+    /// Logs the unterminated last lines of stdout and stderr (complete lines are logged as
+    /// they are written).
+    pub fn flush_stdio(&self) {
+        self.stdout.flush_partial();
+        self.stderr.flush_partial();
+    }
+}
+
+impl WasiView for GuestState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}

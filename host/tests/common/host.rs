@@ -1,0 +1,253 @@
+//! The real host binary with real components: guests built for wasm32-wasip2 once per test
+//! binary, manifests pointed at them, the host started against an embedded API server.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, OnceLock};
+
+use embedded_apiserver::ApiServer;
+use parking_lot::Mutex;
+
+use super::WAIT;
+
+/// Every guest crate the tests load.
+const GUESTS: [&str; 5] = [
+    "testbed",
+    "noop",
+    "wrong-world",
+    "configmap-replicator",
+    "website",
+];
+
+/// The workspace root.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("host/ has a parent")
+        .to_owned()
+}
+
+/// Builds every guest component (once per test binary) and returns the directory holding the
+/// `.wasm` files.
+pub fn guests() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map_or_else(|| workspace().join("target"), PathBuf::from);
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut command = Command::new(cargo);
+        command
+            .current_dir(workspace())
+            .args(["build", "--release", "--target", "wasm32-wasip2"])
+            .arg("--target-dir")
+            .arg(&target);
+        for guest in GUESTS {
+            command.args(["-p", guest]);
+        }
+        let status = command.status().expect("cargo runs");
+        assert!(status.success(), "building the guest components failed");
+        target.join("wasm32-wasip2").join("release")
+    })
+}
+
+/// The built component of guest crate `crate_name`.
+pub fn component(crate_name: &str) -> PathBuf {
+    guests().join(format!("{}.wasm", crate_name.replace('-', "_")))
+}
+
+/// A scratch directory for one test.
+pub fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "reconcile-host-plugins-{}-{test}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+/// Copies the manifest at `source` (relative to the workspace) into `dir`, with `module:`
+/// pointing at `module` and every `(key, value)` of `overrides` replacing that top-level line
+/// (or appended).
+pub fn manifest(dir: &Path, source: &str, module: &Path, overrides: &[(&str, &str)]) -> PathBuf {
+    let text = std::fs::read_to_string(workspace().join(source)).expect("manifest readable");
+    let mut lines: Vec<String> = Vec::new();
+    let mut replaced = Vec::new();
+    for line in text.lines() {
+        let key = line.split(':').next().unwrap_or_default();
+        if key == "module" {
+            lines.push(format!("module: {}", module.display()));
+        } else if let Some((k, v)) = overrides.iter().find(|(k, _)| *k == key) {
+            lines.push(format!("{k}: {v}"));
+            replaced.push(*k);
+        } else {
+            lines.push(line.to_owned());
+        }
+    }
+    for (k, v) in overrides {
+        if !replaced.contains(k) {
+            lines.push(format!("{k}: {v}"));
+        }
+    }
+    let name = Path::new(source)
+        .parent()
+        .and_then(Path::file_name)
+        .expect("manifest in a directory");
+    let path = dir.join(format!("{}.yaml", name.to_string_lossy()));
+    std::fs::write(&path, lines.join("\n") + "\n").expect("manifest written");
+    path
+}
+
+/// A running host process; killed when dropped.
+pub struct Host {
+    child: Child,
+    metrics: String,
+    log: Arc<Mutex<String>>,
+}
+
+impl Host {
+    /// Starts `reconcile-host run` on `server` with `plugins`, leader election off.
+    pub fn start(server: &ApiServer, dir: &Path, plugins: &[PathBuf]) -> Self {
+        Self::start_with(server, dir, plugins, &[])
+    }
+
+    /// As [`start`](Self::start), with extra arguments.
+    pub fn start_with(server: &ApiServer, dir: &Path, plugins: &[PathBuf], args: &[&str]) -> Self {
+        let kubeconfig = dir.join("kubeconfig");
+        server.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+        let metrics = format!("127.0.0.1:{}", free_port());
+        let mut command = Command::new(env!("CARGO_BIN_EXE_reconcile-host"));
+        command
+            .arg("run")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["--leader-elect", "false", "--metrics-address", &metrics])
+            .args(["--qps", "500", "--burst", "1000"])
+            .args(args)
+            .env("RUST_LOG", "info,reconcile_host::controller=debug")
+            .env_remove("RUST_BACKTRACE")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for plugin in plugins {
+            command.arg("--plugin").arg(plugin);
+        }
+        let mut child = command.spawn().expect("host spawns");
+        let log = Arc::new(Mutex::new(String::new()));
+        let stderr = child.stderr.take().expect("stderr piped");
+        let sink = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let mut log = sink.lock();
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+        Self {
+            child,
+            metrics,
+            log,
+        }
+    }
+
+    /// Everything the host logged so far.
+    pub fn log(&self) -> String {
+        self.log.lock().clone()
+    }
+
+    /// Waits until the log has a line containing every one of `parts`; returns that line.
+    pub async fn wait_log(&self, parts: &[&str]) -> String {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let found = self
+                .log
+                .lock()
+                .lines()
+                .find(|line| parts.iter().all(|part| line.contains(part)))
+                .map(str::to_owned);
+            if let Some(line) = found {
+                return line;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                let log = self.log();
+                let tail: Vec<&str> = log.lines().rev().take(40).collect();
+                panic!(
+                    "timed out waiting for a log line with {parts:?}; last lines:\n{}",
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                );
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The value of the metric series whose line starts with `series` (name and labels, e.g.
+    /// `reconcile_host_plugin_failures_total{plugin="testbed",reason="trap"}`), 0 if absent.
+    pub async fn metric(&self, series: &str) -> f64 {
+        let Some(body) = http_get(&self.metrics, "/metrics").await else {
+            return 0.0;
+        };
+        body.lines()
+            .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    /// Waits until the metric `series` reaches at least `at_least`.
+    pub async fn wait_metric(&self, series: &str, at_least: f64) -> f64 {
+        super::eventually_async(&format!("{series} >= {at_least}"), || async {
+            let value = self.metric(series).await;
+            (value >= at_least).then_some(value)
+        })
+        .await
+    }
+
+    /// Waits for the process to exit by itself; its exit code.
+    pub async fn exit_code(&mut self) -> Option<i32> {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                // Let the reader thread drain the pipe.
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                return status.code();
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the host did not exit; log:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    /// True while the process runs.
+    pub fn running(&mut self) -> bool {
+        self.child.try_wait().expect("wait").is_none()
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A loopback port free right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+/// GET `path` from `address`; the body, or `None` if the request failed.
+pub async fn http_get(address: &str, path: &str) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.ok()?;
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+}
