@@ -10,12 +10,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cluster::{CRDS, Cluster, GcTask, NAMESPACES};
 use crate::delete::{FOREGROUND, deletion};
-use crate::store::{Mutation, ObjKey, Removal};
+use crate::store::{GcSignal, Mutation, ObjKey, Removal};
 
 /// Runs until `cancel` fires.
 pub(crate) async fn run(
     cluster: Arc<Cluster>,
-    mut removals: UnboundedReceiver<Removal>,
+    mut removals: UnboundedReceiver<GcSignal>,
     mut tasks: UnboundedReceiver<GcTask>,
     cancel: CancellationToken,
 ) {
@@ -43,7 +43,14 @@ pub(crate) async fn run(
                     foreground.retain(|(t, k, u)| !finish_foreground(&cluster, t, k, u));
                 }
             },
-            Some(removal) = removals.recv() => {
+            Some(signal) = removals.recv() => {
+                let removal = match signal {
+                    GcSignal::Removed(removal) => removal,
+                    GcSignal::Owned { table, key } => {
+                        collect_dependent(&cluster, &table, &key);
+                        continue;
+                    }
+                };
                 on_removal(&cluster, &removal);
                 foreground.retain(|(t, k, u)| !finish_foreground(&cluster, t, k, u));
                 if namespaces.contains(&removal.ns) && finish_namespace(&cluster, &removal.ns) {

@@ -89,6 +89,22 @@ pub struct Outcome {
     pub deleted: bool,
 }
 
+/// A change the garbage collector acts on.
+#[derive(Debug, Clone)]
+pub enum GcSignal {
+    /// An object was removed: its dependents may be orphaned now.
+    Removed(Removal),
+    /// An object was written with owner references it did not have before: if one of those
+    /// owners is already gone (a controller re-applied a child of a deleted owner), the object
+    /// is collected as a real API server's garbage collector would.
+    Owned {
+        /// Table of the object.
+        table: Arc<str>,
+        /// Its key.
+        key: ObjKey,
+    },
+}
+
 /// A removal, reported to the garbage collector.
 #[derive(Debug, Clone)]
 pub struct Removal {
@@ -117,7 +133,7 @@ struct Inner {
 pub struct Store {
     inner: Mutex<Inner>,
     events: broadcast::Sender<Arc<Event>>,
-    removals: mpsc::UnboundedSender<Removal>,
+    removals: mpsc::UnboundedSender<GcSignal>,
 }
 
 /// A page of a list.
@@ -138,7 +154,7 @@ impl Store {
     pub fn new(
         history_limit: usize,
         watch_buffer: usize,
-    ) -> (Self, mpsc::UnboundedReceiver<Removal>) {
+    ) -> (Self, mpsc::UnboundedReceiver<GcSignal>) {
         let (events, _) = broadcast::channel(watch_buffer.max(16));
         let (removals, rx) = mpsc::unbounded_channel();
         let store = Store {
@@ -376,7 +392,13 @@ impl Store {
             EventType::Modified => old.as_ref().map(|o| o.bytes.clone()),
             _ => None,
         };
-        if let Some(old_owners) = old.and_then(|o| o.owners) {
+        let old_owners = old.and_then(|o| o.owners);
+        let owners_added = kind != EventType::Deleted
+            && owners.as_ref().is_some_and(|new| {
+                new.iter()
+                    .any(|uid| !old_owners.as_ref().is_some_and(|old| old.contains(uid)))
+            });
+        if let Some(old_owners) = old_owners {
             for uid in old_owners.iter() {
                 if let Some(deps) = inner.dependents.get_mut(uid) {
                     deps.retain(|(t, k)| !(t == table && *k == key));
@@ -419,11 +441,16 @@ impl Store {
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_string();
-            let _ = self.removals.send(Removal {
+            let _ = self.removals.send(GcSignal::Removed(Removal {
                 table: table.clone(),
                 ns: key.ns,
                 name: key.name,
                 uid,
+            }));
+        } else if owners_added {
+            let _ = self.removals.send(GcSignal::Owned {
+                table: table.clone(),
+                key,
             });
         }
     }

@@ -333,6 +333,30 @@ async fn deleting_an_owner_garbage_collects_its_dependents_in_the_background() {
 }
 
 #[tokio::test]
+async fn an_object_written_with_an_owner_that_is_already_gone_is_collected() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let (_, owner) = h.post(CMS, &configmap("gone-owner", json!({}))).await;
+    let (_, alive) = h.post(CMS, &configmap("live-owner", json!({}))).await;
+    h.delete(&format!("{CMS}/gone-owner")).await;
+    let reference = |o: &serde_json::Value, name: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "name": name,
+               "uid": o["metadata"]["uid"], "controller": true})
+    };
+    let mut late = configmap("late-child", json!({}));
+    late["metadata"]["ownerReferences"] = json!([reference(&owner, "gone-owner")]);
+    assert_eq!(h.post(CMS, &late).await.0, 201);
+    let mut kept = configmap("kept-child", json!({}));
+    kept["metadata"]["ownerReferences"] = json!([reference(&alive, "live-owner")]);
+    h.post(CMS, &kept).await;
+    eventually("the child of a deleted owner to be collected", || async {
+        (h.get(&format!("{CMS}/late-child")).await.0 == 404).then_some(())
+    })
+    .await;
+    assert_eq!(h.get(&format!("{CMS}/kept-child")).await.0, 200);
+}
+
+#[tokio::test]
 async fn foreground_deletion_removes_dependents_before_the_owner() {
     let s = server().await;
     let h = Http::new(&s);
