@@ -1,15 +1,20 @@
 # One task runner for people and CI. `make test` is the README's test command; `.ci/run` calls it.
+# `make dev` is the README's "see it work" command.
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 CARGO ?= cargo
 VENV := $(CURDIR)/.venv
+# Components (wasm32-wasip2): the examples and the guests the tests load.
+EXAMPLES := -p configmap-replicator -p website
+TEST_GUESTS := -p testbed -p noop -p wrong-world
+WASM := --release --target wasm32-wasip2
 
-.PHONY: test deps fmt-check clippy unit bench
+.PHONY: test deps fmt-check clippy guests unit bench dev examples
 
 ## Everything CI checks: toolchain and test dependencies, formatting, lints, all tests.
-test: deps fmt-check clippy unit
+test: deps fmt-check clippy guests unit
 
-## Installs what the tests need (rustup components, the Python client, kubectl) if missing.
+## Installs what the tests need (rustup components and target, the Python client, kubectl).
 deps:
 	scripts/install-test-deps.sh
 
@@ -18,6 +23,11 @@ fmt-check:
 
 clippy:
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	$(CARGO) clippy $(EXAMPLES) $(TEST_GUESTS) --target wasm32-wasip2 --locked -- -D warnings
+
+## The example and test components (the end-to-end tests also build them if missing).
+guests:
+	$(CARGO) build $(WASM) --locked $(EXAMPLES) $(TEST_GUESTS)
 
 unit:
 	PATH="$(VENV)/bin:$$PATH" $(CARGO) test --workspace --locked
@@ -25,3 +35,11 @@ unit:
 ## Benchmarks (criterion). `make bench BENCH=workqueue` runs one bench target.
 bench:
 	$(CARGO) bench --workspace --locked $(if $(BENCH),--bench $(BENCH),)
+
+examples:
+	rustup target add wasm32-wasip2 >/dev/null 2>&1 || rustup target add wasm32-wasip2
+	$(CARGO) build $(WASM) --locked $(EXAMPLES)
+
+## The host on an in-memory API server with the examples loaded and their samples applied.
+dev: examples
+	$(CARGO) run --release --locked -p reconcile-host -- dev

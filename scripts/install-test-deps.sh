@@ -5,6 +5,8 @@ cd "$(dirname "$0")/.."
 
 echo "== test dependencies"
 rustup component add rustfmt clippy >/dev/null 2>&1 || rustup component add rustfmt clippy
+# Plugins and the test guests are WebAssembly components built for this target.
+rustup target add wasm32-wasip2 >/dev/null 2>&1 || rustup target add wasm32-wasip2
 
 # The official Kubernetes Python client, for the embedded API server's compatibility tests.
 if [ ! -x .venv/bin/python ]; then

@@ -43,6 +43,9 @@ pub enum Command {
     /// Settings come from, in increasing precedence: defaults, the --config file, environment
     /// variables, flags.
     Run(RunArgs),
+    /// Run the host on an embedded in-memory API server with the example plugins loaded and
+    /// their samples applied: no cluster needed. Build the examples first (`make dev` does both).
+    Dev(crate::dev::DevArgs),
 }
 
 /// Flags of `run`; each overrides the config file.
@@ -103,6 +106,10 @@ pub struct RunArgs {
         value_delimiter = ','
     )]
     pub plugins: Vec<PathBuf>,
+    /// Directory for compiled plugin modules, so restarts do not recompile them [default:
+    /// $XDG_CACHE_HOME/reconcile-host/modules or ~/.cache/reconcile-host/modules].
+    #[arg(long, env = "RECONCILE_HOST_MODULE_CACHE", value_name = "DIR")]
+    pub module_cache: Option<PathBuf>,
 }
 
 impl RunArgs {
@@ -130,6 +137,10 @@ impl RunArgs {
         set(&mut config.client.burst, self.burst);
         set(&mut config.shutdown.drain_timeout, self.drain_timeout);
         config.plugins.extend(self.plugins.iter().cloned());
+        set(
+            &mut config.module_cache,
+            self.module_cache.clone().map(Some),
+        );
         config.validate()?;
         Ok(config)
     }
@@ -152,15 +163,17 @@ pub async fn main(cli: Cli) -> ExitCode {
                     return ExitCode::from(EXIT_CONFIG);
                 }
             };
-            match run(config).await {
-                Ok(code) => code,
-                Err(error) => {
-                    eprintln!("error: {error:#}");
-                    ExitCode::FAILURE
-                }
-            }
+            report(run(config).await)
         }
+        Command::Dev(args) => report(crate::dev::dev(args).await),
     }
+}
+
+fn report(result: anyhow::Result<ExitCode>) -> ExitCode {
+    result.unwrap_or_else(|error| {
+        eprintln!("error: {error:#}");
+        ExitCode::FAILURE
+    })
 }
 
 fn chain(error: &dyn std::error::Error) -> String {
@@ -175,16 +188,13 @@ fn chain(error: &dyn std::error::Error) -> String {
 }
 
 /// `run`: the host until a signal; a second signal exits at once.
-async fn run(config: HostConfig) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(config: HostConfig) -> anyhow::Result<ExitCode> {
     let kube_config = kube_config(&config).await?;
     host(config, kube_config).await
 }
 
 /// The host on `kube_config` with `config`, until a signal.
-pub(crate) async fn host(
-    config: HostConfig,
-    kube_config: kube::Config,
-) -> anyhow::Result<ExitCode> {
+async fn host(config: HostConfig, kube_config: kube::Config) -> anyhow::Result<ExitCode> {
     let limits = ClientLimits::default()
         .qps(config.client.qps)
         .burst(config.client.burst);
@@ -221,7 +231,7 @@ pub(crate) async fn host(
         },
         telemetry,
     );
-    if let Err(error) = load_plugins(&mut runtime, &config.plugins, client).await {
+    if let Err(error) = load_plugins(&mut runtime, &config, client).await {
         eprintln!("error: {error:#}");
         return Ok(ExitCode::from(EXIT_CONFIG));
     }
@@ -246,16 +256,16 @@ pub(crate) async fn host(
 /// Loads every plugin `paths` name into `runtime`.
 async fn load_plugins(
     runtime: &mut Runtime,
-    paths: &[PathBuf],
+    config: &HostConfig,
     client: kube::Client,
 ) -> anyhow::Result<()> {
-    let manifests = loader::manifest_paths(paths).context("cannot find the plugin manifests")?;
+    let manifests =
+        loader::manifest_paths(&config.plugins).context("cannot find the plugin manifests")?;
     if manifests.is_empty() {
         tracing::warn!("no plugins configured; pass --plugin <manifest> or set `plugins:`");
         return Ok(());
     }
-    let engine = PluginEngine::new(EngineSettings::default())
-        .context("cannot start the WebAssembly engine")?;
+    let engine = engine(config.module_cache_dir())?;
     tracing::info!(pooling = engine.pooling(), "WebAssembly engine ready");
     let modules = ModuleLoader::new(engine);
     let api: SharedApi = Arc::new(KubeApi::new(client));
@@ -266,6 +276,25 @@ async fn load_plugins(
             .with_context(|| format!("cannot load the plugin of {}", path.display()))?;
     }
     Ok(())
+}
+
+/// The engine, caching compiled modules in `cache` if it is usable (a warning otherwise).
+fn engine(cache: Option<PathBuf>) -> anyhow::Result<PluginEngine> {
+    let settings = EngineSettings {
+        module_cache: cache,
+        ..EngineSettings::default()
+    };
+    match PluginEngine::new(settings.clone()) {
+        Err(error @ crate::plugin::engine::EngineError::Cache(..)) => {
+            tracing::warn!(error = %chain(&error), "compiling plugin modules without a cache");
+            PluginEngine::new(EngineSettings {
+                module_cache: None,
+                ..settings
+            })
+            .context("cannot start the WebAssembly engine")
+        }
+        other => other.context("cannot start the WebAssembly engine"),
+    }
 }
 
 async fn kube_config(config: &HostConfig) -> anyhow::Result<kube::Config> {

@@ -20,6 +20,7 @@
 //!   drainTimeout: 30s
 //! plugins:                                    # manifests, or directories of <name>/plugin.yaml
 //!   - /etc/reconcile-host/plugins
+//! moduleCache: /var/cache/reconcile-host      # default: $XDG_CACHE_HOME or ~/.cache
 //! ```
 
 use std::net::SocketAddr;
@@ -49,6 +50,23 @@ pub struct HostConfig {
     /// `<name>/plugin.yaml` files are manifests. Relative paths are taken from the working
     /// directory.
     pub plugins: Vec<PathBuf>,
+    /// Where compiled plugin modules are kept between runs; `None`: `$XDG_CACHE_HOME` or
+    /// `~/.cache`, under `reconcile-host/modules` (no cache if neither is known).
+    pub module_cache: Option<PathBuf>,
+}
+
+impl HostConfig {
+    /// The compiled-module cache directory in effect (see `module_cache`).
+    #[must_use]
+    pub fn module_cache_dir(&self) -> Option<PathBuf> {
+        if let Some(dir) = &self.module_cache {
+            return Some(dir.clone());
+        }
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))?;
+        Some(base.join("reconcile-host").join("modules"))
+    }
 }
 
 /// `leaderElection:` settings.

@@ -6,6 +6,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod controller;
+pub mod dev;
 pub mod election;
 pub mod informer;
 pub mod plugin;

@@ -4,14 +4,22 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
-use reconcile_host::cli::Cli;
+use reconcile_host::cli::{Cli, Command};
+
+/// `info`; in `dev`, also every reconcile (debug events of the controller loop).
+fn default_filter(cli: &Cli) -> &'static str {
+    match cli.command {
+        Command::Dev(_) => "info,reconcile_host::controller=debug",
+        Command::Run(_) => "info",
+    }
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter(&cli))),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())

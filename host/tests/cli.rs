@@ -89,6 +89,8 @@ fn run_help_lists_every_setting_with_its_environment_variable() {
         ("--qps", "RECONCILE_HOST_QPS"),
         ("--burst", "RECONCILE_HOST_BURST"),
         ("--drain-timeout", "RECONCILE_HOST_DRAIN_TIMEOUT"),
+        ("--plugin", "RECONCILE_HOST_PLUGINS"),
+        ("--module-cache", "RECONCILE_HOST_MODULE_CACHE"),
     ] {
         assert!(help.contains(flag), "{flag} missing from:\n{help}");
         assert!(help.contains(env), "{env} missing from:\n{help}");

@@ -1,11 +1,15 @@
 //! The one wasmtime `Engine` of a host: async, epoch-interrupted, pooling-allocated; its epoch
 //! ticker; and the linker every plugin instance is built from.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use wasmtime::component::{HasSelf, Linker};
-use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{
+    Cache, CacheConfig, Config, Enabled, Engine, InstanceAllocationStrategy,
+    PoolingAllocationConfig,
+};
 
 use super::bindings::Reconciler;
 use super::state::GuestState;
@@ -27,16 +31,23 @@ const MEMORY_KEEP_RESIDENT: usize = 2 << 20;
 const TABLE_KEEP_RESIDENT: usize = 64 << 10;
 
 /// Engine settings.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct EngineSettings {
     /// Use the pooling instance allocator (falls back to on-demand allocation, with a warning,
     /// where the pool cannot be reserved).
     pub pooling: bool,
+    /// Keep compiled modules here, keyed by content digest, compiler settings and wasmtime
+    /// version, so a restart or a reload of an unchanged module does not recompile it. `None`:
+    /// compile every time.
+    pub module_cache: Option<PathBuf>,
 }
 
 impl Default for EngineSettings {
     fn default() -> Self {
-        Self { pooling: true }
+        Self {
+            pooling: true,
+            module_cache: None,
+        }
     }
 }
 
@@ -46,6 +57,9 @@ pub enum EngineError {
     /// wasmtime refused the configuration.
     #[error("cannot configure the WebAssembly engine")]
     Config(#[source] wasmtime::Error),
+    /// The compiled-module cache directory is unusable.
+    #[error("cannot use {0} as the compiled-module cache; pick another directory or disable it")]
+    Cache(PathBuf, #[source] Box<dyn std::error::Error + Send + Sync>),
     /// WASI or the reconcile interfaces could not be added to the linker.
     #[error("cannot link the host interfaces")]
     Link(#[source] wasmtime::Error),
@@ -74,6 +88,15 @@ impl PluginEngine {
     /// # Errors
     /// When wasmtime rejects the configuration or the host interfaces cannot be linked.
     pub fn new(settings: EngineSettings) -> Result<Self, EngineError> {
+        let cache = match &settings.module_cache {
+            Some(dir) => Some(module_cache(dir)?),
+            None => None,
+        };
+        let config = |pooling: bool| {
+            let mut config = config(pooling);
+            config.cache(cache.clone());
+            config
+        };
         let (engine, pooling) = if settings.pooling {
             match Engine::new(&config(true)) {
                 Ok(engine) => (engine, true),
@@ -123,6 +146,15 @@ impl PluginEngine {
     pub fn pooling(&self) -> bool {
         self.pooling
     }
+}
+
+fn module_cache(dir: &Path) -> Result<Cache, EngineError> {
+    let failed =
+        |error: Box<dyn std::error::Error + Send + Sync>| EngineError::Cache(dir.to_owned(), error);
+    std::fs::create_dir_all(dir).map_err(|e| failed(e.into()))?;
+    let mut config = CacheConfig::new();
+    config.with_directory(dir);
+    Cache::new(config).map_err(|e| failed(e.into()))
 }
 
 fn config(pooling: bool) -> Config {

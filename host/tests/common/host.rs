@@ -124,6 +124,8 @@ impl Host {
             .arg(&kubeconfig)
             .args(["--leader-elect", "false", "--metrics-address", &metrics])
             .args(["--qps", "500", "--burst", "1000"])
+            .arg("--module-cache")
+            .arg(guests().join("module-cache"))
             .args(args)
             .env("RUST_LOG", "info,reconcile_host::controller=debug")
             .env_remove("RUST_BACKTRACE")

@@ -1,0 +1,214 @@
+//! `dev`: the host on the embedded API server with the example plugins loaded and their sample
+//! objects applied, so a newcomer sees reconcilers work with no cluster.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use embedded_apiserver::{ApiServer, Config as ServerConfig};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::core::GroupVersionKind;
+use kube::discovery;
+use serde::Deserialize;
+
+use crate::config::HostConfig;
+
+/// How long `dev` waits for a freshly created CRD's kind to be served.
+const CRD_READY: Duration = Duration::from_secs(10);
+
+/// Flags of `dev`.
+#[derive(Debug, Args)]
+pub struct DevArgs {
+    /// Directory of examples: each `<name>/plugin.yaml` is loaded and each
+    /// `<name>/samples/*.yaml` applied.
+    #[arg(long, default_value = "examples", value_name = "DIR")]
+    pub examples: PathBuf,
+    /// Where to write the kubeconfig of the embedded API server.
+    #[arg(long, default_value = "target/dev/kubeconfig", value_name = "FILE")]
+    pub kubeconfig_out: PathBuf,
+    /// Address of the embedded API server (HTTPS; the kubeconfig points here).
+    #[arg(long, default_value = "127.0.0.1:6443", value_name = "ADDR")]
+    pub api_address: SocketAddr,
+    /// Address of /metrics, /healthz and /readyz.
+    #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
+    pub metrics_address: SocketAddr,
+}
+
+/// Runs `dev` until a signal.
+///
+/// # Errors
+/// When the API server cannot start, a sample cannot be applied or a plugin cannot load.
+pub async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
+    let manifests = crate::plugin::loader::manifest_paths(std::slice::from_ref(&args.examples))
+        .with_context(|| {
+            format!(
+                "cannot read the examples in {}; run from the repository root or pass --examples",
+                args.examples.display()
+            )
+        })?;
+    let server = ApiServer::start(
+        ServerConfig::default()
+            .http_addr(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .https_addr(Some(args.api_address)),
+    )
+    .await
+    .with_context(|| {
+        format!(
+            "cannot start the embedded API server on {}; pass another --api-address",
+            args.api_address
+        )
+    })?;
+    if let Some(dir) = args.kubeconfig_out.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    server
+        .write_kubeconfig(&args.kubeconfig_out)
+        .context("cannot write the kubeconfig")?;
+    let client = server
+        .kube_client()
+        .context("cannot connect to the embedded API server")?;
+    let samples = sample_files(&args.examples)?;
+    let applied = apply_samples(&client, &samples).await?;
+    tracing::info!(objects = applied, files = samples.len(), "samples applied");
+
+    let kubeconfig =
+        std::path::absolute(&args.kubeconfig_out).unwrap_or_else(|_| args.kubeconfig_out.clone());
+    println!("{}", banner(&kubeconfig, &manifests, args.metrics_address));
+
+    let mut config = HostConfig::default();
+    config.kubeconfig = Some(kubeconfig);
+    config.leader_election.enabled = false;
+    config.telemetry.address = args.metrics_address;
+    config.client.qps = 50.0;
+    config.client.burst = 100;
+    config.plugins = manifests;
+    let code = crate::cli::run(config).await;
+    server.shutdown().await;
+    code
+}
+
+fn banner(kubeconfig: &Path, manifests: &[PathBuf], metrics: SocketAddr) -> String {
+    let plugins: Vec<String> = manifests
+        .iter()
+        .map(|path| format!("    {}", path.display()))
+        .collect();
+    let kc = kubeconfig.display();
+    format!(
+        "\nreconcile-host dev: an in-memory API server with the example plugins\n\
+         \n  plugins:\n{}\n\
+         \n  kubeconfig: {kc}\n  metrics:    http://{metrics}/metrics\n\
+         \n  try, in another terminal:\n\
+         \x20   export KUBECONFIG={kc}\n\
+         \x20   kubectl get websites,deployments,services\n\
+         \x20   kubectl patch website hello --type merge -p '{{\"spec\":{{\"replicas\":3}}}}'\n\
+         \x20   kubectl get website hello -o jsonpath='{{.status}}'\n\
+         \x20   kubectl get configmaps -A -l replicator.example.com/copy-of\n\
+         \x20   kubectl delete configmap shared-settings\n\
+         \n  Ctrl-C stops (drains reconciles first).\n",
+        plugins.join("\n")
+    )
+}
+
+/// Every `<example>/samples/*.yaml` under `examples`, sorted.
+fn sample_files(examples: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    let entries = std::fs::read_dir(examples)
+        .with_context(|| format!("cannot read {}", examples.display()))?;
+    for entry in entries.filter_map(Result::ok) {
+        let dir = entry.path().join("samples");
+        let Ok(samples) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        files.extend(
+            samples
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml")),
+        );
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Server-side applies every object of `files`: CustomResourceDefinitions first, then
+/// Namespaces, then the rest, waiting for each new CRD's kind to be served.
+async fn apply_samples(client: &kube::Client, files: &[PathBuf]) -> anyhow::Result<usize> {
+    let mut objects = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read sample {}", file.display()))?;
+        for document in serde_yaml_ng::Deserializer::from_str(&text) {
+            let value = serde_json::Value::deserialize(document)
+                .with_context(|| format!("sample {} is not valid YAML", file.display()))?;
+            if !value.is_null() {
+                let object: DynamicObject = serde_json::from_value(value).with_context(|| {
+                    format!(
+                        "sample {} holds something that is not an object",
+                        file.display()
+                    )
+                })?;
+                objects.push((file.clone(), object));
+            }
+        }
+    }
+    let rank = |object: &DynamicObject| match object.types.as_ref().map(|t| t.kind.as_str()) {
+        Some("CustomResourceDefinition") => 0,
+        Some("Namespace") => 1,
+        _ => 2,
+    };
+    objects.sort_by_key(|(_, object)| rank(object));
+    for (file, object) in &objects {
+        apply(client, object)
+            .await
+            .with_context(|| format!("cannot apply sample {}", file.display()))?;
+    }
+    Ok(objects.len())
+}
+
+async fn apply(client: &kube::Client, object: &DynamicObject) -> anyhow::Result<()> {
+    let types = object
+        .types
+        .as_ref()
+        .context("the object has no apiVersion/kind")?;
+    let (group, version) = types
+        .api_version
+        .split_once('/')
+        .unwrap_or(("", types.api_version.as_str()));
+    let gvk = GroupVersionKind::gvk(group, version, &types.kind);
+    let deadline = tokio::time::Instant::now() + CRD_READY;
+    let (resource, capabilities) = loop {
+        match discovery::pinned_kind(client, &gvk).await {
+            Ok(found) => break found,
+            Err(error) if tokio::time::Instant::now() >= deadline => {
+                return Err(error).with_context(|| {
+                    format!("kind {}/{} is not served", types.api_version, types.kind)
+                });
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    };
+    let name = object
+        .metadata
+        .name
+        .as_deref()
+        .context("the object has no metadata.name")?;
+    let api: Api<DynamicObject> = match capabilities.scope {
+        discovery::Scope::Namespaced => Api::namespaced_with(
+            client.clone(),
+            object.metadata.namespace.as_deref().unwrap_or("default"),
+            &resource,
+        ),
+        discovery::Scope::Cluster => Api::all_with(client.clone(), &resource),
+    };
+    api.patch(
+        name,
+        &PatchParams::apply("reconcile-host-dev").force(),
+        &Patch::Apply(object),
+    )
+    .await
+    .with_context(|| format!("{} {name}", types.kind))?;
+    Ok(())
+}
