@@ -325,7 +325,7 @@ async fn latency() {
         .expect("bulk load");
     let client = server.kube_client().expect("client");
     let seen: Seen = Arc::default();
-    let mut runtime = Runtime::new(
+    let runtime = Runtime::new(
         client.clone(),
         RuntimeSettings {
             election: None,
@@ -428,7 +428,7 @@ async fn failover(timing: Timing) {
     let dispatches: Arc<Mutex<Vec<(String, Instant)>>> = Arc::default();
     let mut replicas = HashMap::new();
     for id in ["a", "b"] {
-        let mut runtime = Runtime::new(
+        let runtime = Runtime::new(
             client.clone(),
             RuntimeSettings {
                 election: Some(ElectionSettings {

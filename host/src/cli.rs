@@ -15,9 +15,8 @@ use crate::config::{ConfigFileError, HostConfig, duration};
 use crate::election::{ElectionConfig, default_identity};
 use crate::plugin::api::{KubeApi, SharedApi};
 use crate::plugin::engine::{EngineSettings, PluginEngine};
-use crate::plugin::loader;
-use crate::plugin::manifest::Manifest;
 use crate::plugin::module::ModuleLoader;
+use crate::plugin::supervisor::Plugins;
 use crate::runtime::{ElectionSettings, Runtime, RuntimeSettings};
 use crate::telemetry::Telemetry;
 
@@ -223,7 +222,7 @@ async fn host(config: HostConfig, kube_config: kube::Config) -> anyhow::Result<E
         .await
         .context("cannot serve /metrics, /healthz and /readyz; pick another --metrics-address")?;
     tracing::info!(address = %server.local_addr(), "serving /metrics, /healthz and /readyz");
-    let mut runtime = Runtime::with_telemetry(
+    let runtime = Runtime::with_telemetry(
         client.clone(),
         RuntimeSettings {
             election,
@@ -231,13 +230,24 @@ async fn host(config: HostConfig, kube_config: kube::Config) -> anyhow::Result<E
         },
         telemetry,
     );
-    if let Err(error) = load_plugins(&mut runtime, &config, client).await {
-        eprintln!("error: {error:#}");
-        return Ok(ExitCode::from(EXIT_CONFIG));
-    }
+    let plugins = match load_plugins(&runtime, &config, client).await {
+        Ok(plugins) => plugins,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            return Ok(ExitCode::from(EXIT_CONFIG));
+        }
+    };
     let shutdown = CancellationToken::new();
     let interrupted = CancellationToken::new();
     tokio::spawn(signals(shutdown.clone(), interrupted.clone()));
+    if let Some(plugins) = plugins {
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            if let Err(error) = plugins.watch(stop).await {
+                tracing::warn!(%error, "cannot watch the plugin sources; changes need a restart");
+            }
+        });
+    }
     tokio::select! {
         result = runtime.run(shutdown) => {
             serving.cancel();
@@ -253,29 +263,28 @@ async fn host(config: HostConfig, kube_config: kube::Config) -> anyhow::Result<E
     }
 }
 
-/// Loads every plugin `paths` name into `runtime`.
+/// Loads every plugin the configuration names into `runtime`; `None` when there are none.
 async fn load_plugins(
-    runtime: &mut Runtime,
+    runtime: &Runtime,
     config: &HostConfig,
     client: kube::Client,
-) -> anyhow::Result<()> {
-    let manifests =
-        loader::manifest_paths(&config.plugins).context("cannot find the plugin manifests")?;
-    if manifests.is_empty() {
-        tracing::warn!("no plugins configured; pass --plugin <manifest> or set `plugins:`");
-        return Ok(());
+) -> anyhow::Result<Option<Arc<Plugins>>> {
+    if config.plugins.is_empty() {
+        tracing::warn!("no plugins configured; pass --plugin <manifest or directory> or set `plugins:`");
+        return Ok(None);
     }
     let engine = engine(config.module_cache_dir())?;
     tracing::info!(pooling = engine.pooling(), "WebAssembly engine ready");
-    let modules = ModuleLoader::new(engine);
     let api: SharedApi = Arc::new(KubeApi::new(client));
-    for path in manifests {
-        let manifest = Manifest::load(&path)?;
-        loader::add_plugin(runtime, &modules, manifest, Arc::clone(&api))
-            .await
-            .with_context(|| format!("cannot load the plugin of {}", path.display()))?;
-    }
-    Ok(())
+    let plugins = Arc::new(Plugins::new(
+        runtime.clone(),
+        ModuleLoader::new(engine),
+        api,
+        config.plugins.clone(),
+    ));
+    let loaded = plugins.load_all().await.context("cannot load the plugins")?;
+    tracing::info!(plugins = loaded, "plugins loaded; watching their sources for changes");
+    Ok(Some(plugins))
 }
 
 /// The engine, caching compiled modules in `cache` if it is usable (a warning otherwise).

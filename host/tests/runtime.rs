@@ -164,7 +164,7 @@ async fn every_object_ends_reconciled_at_its_latest_version_and_deleted_ones_wit
             .unwrap();
     }
     let log = Log::default();
-    let mut runtime = Runtime::new(client.clone(), no_election());
+    let runtime = Runtime::new(client.clone(), no_election());
     let recorder = Recorder {
         replica: "solo".into(),
         log: log.clone(),
@@ -202,7 +202,7 @@ async fn owned_object_changes_reach_the_owner_and_informers_are_shared() {
         .await
         .unwrap();
     let log = Log::default();
-    let mut runtime = Runtime::new(client.clone(), no_election());
+    let runtime = Runtime::new(client.clone(), no_election());
     let mut owning = spec("owning");
     owning.owns = vec![KindRef::new("v1", "Secret")];
     let recorder = |replica: &str| Recorder {
@@ -290,7 +290,7 @@ fn election(identity: &str) -> RuntimeSettings {
 }
 
 async fn replica(client: &kube::Client, identity: &str, log: &Log, took: Duration) -> Replica {
-    let mut runtime = Runtime::new(client.clone(), election(identity));
+    let runtime = Runtime::new(client.clone(), election(identity));
     let recorder = Recorder {
         replica: identity.into(),
         log: log.clone(),
@@ -467,7 +467,7 @@ async fn the_generation_filter_drops_status_only_updates_of_a_deployment() {
         .unwrap();
 
     let log = Log::default();
-    let mut runtime = Runtime::new(client.clone(), no_election());
+    let runtime = Runtime::new(client.clone(), no_election());
     let recorder = |replica: &str| Recorder {
         replica: replica.into(),
         log: log.clone(),
@@ -576,7 +576,7 @@ async fn custom_resources_are_reconciled_through_discovery_and_unknown_kinds_are
     crds.create(&PostParams::default(), &crd).await.unwrap();
 
     let log = Log::default();
-    let mut runtime = Runtime::new(client.clone(), no_election());
+    let runtime = Runtime::new(client.clone(), no_election());
     let mut widgets = spec("widgets");
     widgets.for_kind = KindRef::new("example.com/v1", "Widget");
     let recorder = Recorder {

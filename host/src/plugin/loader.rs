@@ -1,41 +1,12 @@
-//! Puts a plugin into a runtime: its module loaded, its caches (shared informers) started, its
-//! controller added.
+//! What a manifest asks of the runtime: the scopes of its caches, its controller settings, and
+//! where manifests are found.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 
-use super::api::SharedApi;
-use super::context::PluginContext;
 use super::manifest::Manifest;
-use super::module::{LoadError, ModuleLoader};
-use super::reconciler::{FAILURE_REASONS, Plugin, PluginReconciler};
 use crate::informer::{Predicates, Scope};
 use crate::queue::ControllerLimiter;
-use crate::runtime::{ControllerSpec, InformerError, KindRef, Runtime};
-
-/// Why a plugin could not be added.
-#[derive(Debug, thiserror::Error)]
-pub enum AddPluginError {
-    /// Its module could not be loaded.
-    #[error("plugin `{plugin}`")]
-    Module {
-        /// The plugin.
-        plugin: String,
-        /// Why.
-        #[source]
-        source: LoadError,
-    },
-    /// One of its kinds could not be watched, or its controller could not be built.
-    #[error("plugin `{plugin}`")]
-    Controller {
-        /// The plugin.
-        plugin: String,
-        /// Why.
-        #[source]
-        source: InformerError,
-    },
-}
+use crate::runtime::{ControllerSpec, KindRef};
 
 /// What the manifest's caches are built from: for each readable kind, the scope watched.
 /// `cache` kinds are watched without the label selector, so listing one that is also the `for`
@@ -91,53 +62,6 @@ pub fn controller_spec(manifest: &Manifest) -> ControllerSpec {
             burst: limiter.burst,
         },
     }
-}
-
-/// Loads `manifest`'s module, starts (or shares) the informers of its kinds, and adds its
-/// controller to `runtime`, with calls to the API going to `api`.
-///
-/// # Errors
-/// When the module does not load or a kind cannot be watched.
-pub async fn add_plugin(
-    runtime: &mut Runtime,
-    loader: &ModuleLoader,
-    manifest: Manifest,
-    api: SharedApi,
-) -> Result<Arc<Plugin>, AddPluginError> {
-    let name = manifest.name.clone();
-    let module = loader
-        .load(&manifest.module)
-        .await
-        .map_err(|source| AddPluginError::Module {
-            plugin: name.clone(),
-            source,
-        })?;
-    let controller_error = |source| AddPluginError::Controller {
-        plugin: name.clone(),
-        source,
-    };
-    let mut caches = HashMap::new();
-    for (kind, scope) in cache_scopes(&manifest) {
-        let informer = runtime.informer(scope).await.map_err(controller_error)?;
-        caches.insert(kind, Arc::clone(informer.store()));
-    }
-    let spec = controller_spec(&manifest);
-    let failures = runtime
-        .telemetry()
-        .metrics()
-        .plugin_failures(&name, &FAILURE_REASONS);
-    let context = Arc::new(PluginContext::new(Arc::new(manifest), caches, api));
-    let plugin = Arc::new(Plugin::new(context, module, Some(failures)));
-    runtime
-        .add_controller(spec, PluginReconciler::new(Arc::clone(&plugin)))
-        .await
-        .map_err(controller_error)?;
-    tracing::info!(
-        plugin = %name,
-        module = %plugin.module().digest(),
-        "plugin loaded"
-    );
-    Ok(plugin)
 }
 
 /// The manifest files named by `paths`: each path is a manifest, or a directory whose

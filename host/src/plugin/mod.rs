@@ -21,5 +21,6 @@ pub mod reconciler;
 pub mod selector;
 pub mod state;
 mod stdio;
+pub mod supervisor;
 
 pub use bindings::{Action as GuestAction, ApiStatus, CallError, Kind, ObjectRef};

@@ -197,7 +197,9 @@ fn compile(
     })
 }
 
-fn hex_sha256(bytes: &[u8]) -> String {
+/// The SHA-256 of `bytes` in hex: a module's digest.
+#[must_use]
+pub fn hex_sha256(bytes: &[u8]) -> String {
     let mut hex = String::with_capacity(64);
     for byte in Sha256::digest(bytes) {
         let _ = write!(hex, "{byte:02x}");

@@ -293,6 +293,19 @@ impl<K: Key> Queue<K> {
         self.len() == 0
     }
 
+    /// The keys waiting for a worker or re-added while processing (the dirty set), in no
+    /// particular order: what a replacement queue must take over so no pending key is lost.
+    #[must_use]
+    pub fn pending(&self) -> Vec<K> {
+        let state = self.inner.lock();
+        state
+            .slots
+            .iter()
+            .filter(|(_, slot)| slot.phase != Phase::Processing)
+            .map(|(key, _)| key.clone())
+            .collect()
+    }
+
     /// Number of keys handed out and not yet `done`.
     #[must_use]
     pub fn processing(&self) -> usize {
@@ -620,6 +633,20 @@ mod tests {
         q.shut_down_with_drain()
             .now_or_never()
             .expect("returns at once");
+    }
+
+    #[tokio::test]
+    async fn pending_lists_queued_and_re_added_keys_but_not_plain_processing_ones() {
+        let q = Queue::new();
+        for key in ["a", "b", "c"] {
+            q.add(key);
+        }
+        let (a, b) = (q.get().await.unwrap(), q.get().await.unwrap());
+        assert_eq!((a, b), ("a", "b"));
+        q.add("a");
+        let mut pending = q.pending();
+        pending.sort_unstable();
+        assert_eq!(pending, vec!["a", "c"]);
     }
 
     // Rule 6.

@@ -249,6 +249,12 @@ impl<K: Key> DelayingQueue<K> {
         }
     }
 
+    /// The keys waiting for their delay to elapse, in no particular order.
+    #[must_use]
+    pub fn waiting_keys(&self) -> Vec<K> {
+        self.shared.lock().live.keys().cloned().collect()
+    }
+
     /// Number of keys waiting for their delay to elapse.
     #[must_use]
     pub fn waiting(&self) -> usize {
@@ -302,6 +308,18 @@ mod tests {
     }
 
     // Rule 7.
+    #[tokio::test(start_paused = true)]
+    async fn waiting_keys_lists_keys_whose_delay_has_not_elapsed() {
+        let q = DelayingQueue::new();
+        q.add_after("later", Duration::from_secs(60));
+        q.add_after("soon", Duration::from_millis(10));
+        let mut waiting = q.waiting_keys();
+        waiting.sort_unstable();
+        assert_eq!(waiting, vec!["later", "soon"]);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(q.waiting_keys(), vec!["later"]);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn key_is_added_exactly_when_its_delay_elapses() {
         let q = DelayingQueue::new();

@@ -1,10 +1,9 @@
 //! The runtime: informers feed controllers' queues; workers dispatch only while this replica
 //! leads; shutdown drains before it releases the Lease.
 
+mod controllers;
 mod registry;
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,11 +15,11 @@ use crate::controller::{Controller, ObjectKey, Reconciler};
 use crate::election::{
     ConfigError, ElectionConfig, ElectionError, KubeLease, LeaderElector, Leadership,
 };
-use crate::informer::{
-    CachedObject, Predicates, Scope, Subscription, enqueue_controller, enqueue_self,
-};
+use crate::informer::{CachedObject, Predicates, Scope, enqueue_controller, enqueue_self};
 use crate::queue::{ControllerLimiter, RateLimitingQueue};
-use crate::telemetry::{ScrapeHook, Telemetry};
+use crate::telemetry::Telemetry;
+
+use controllers::{Controllers, Runnable, Slot, Term, Work};
 
 pub use registry::{InformerError, InformerRegistry};
 
@@ -107,13 +106,6 @@ pub enum RuntimeError {
     Lost(#[from] ElectionError),
 }
 
-type Work<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
-
-/// A controller of any reconciler type.
-trait Runnable: Send + Sync + 'static {
-    fn run(&self, intake: CancellationToken, abort: CancellationToken) -> Work<'_>;
-}
-
 impl<R: Reconciler> Runnable for Controller<R> {
     fn run(&self, intake: CancellationToken, abort: CancellationToken) -> Work<'_> {
         Box::pin(Controller::run(self, intake, abort))
@@ -130,22 +122,25 @@ impl<R: Reconciler> Runnable for Controller<R> {
 ///    (their keys stay queued); the replica campaigns again or exits.
 /// 4. On shutdown: stop taking keys, let reconciles in progress finish within the drain
 ///    timeout (then cancel them), release the Lease, return.
+#[derive(Clone)]
 pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     client: kube::Client,
     registry: InformerRegistry,
-    controllers: Vec<Arc<dyn Runnable>>,
-    subscriptions: Vec<Subscription>,
+    controllers: Controllers,
     settings: RuntimeSettings,
     leadership: watch::Sender<bool>,
     telemetry: Telemetry,
-    scrape_hooks: Vec<ScrapeHook>,
 }
 
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime")
-            .field("controllers", &self.controllers.len())
-            .field("settings", &self.settings)
+            .field("controllers", &self.inner.controllers.len())
+            .field("settings", &self.inner.settings)
             .finish_non_exhaustive()
     }
 }
@@ -166,50 +161,54 @@ impl Runtime {
         telemetry: Telemetry,
     ) -> Self {
         Self {
-            registry: InformerRegistry::new(client.clone()),
-            client,
-            controllers: Vec::new(),
-            subscriptions: Vec::new(),
-            settings,
-            leadership: watch::Sender::new(false),
-            telemetry,
-            scrape_hooks: Vec::new(),
+            inner: Arc::new(Inner {
+                registry: InformerRegistry::new(client.clone()),
+                client,
+                controllers: Controllers::default(),
+                settings,
+                leadership: watch::Sender::new(false),
+                telemetry,
+            }),
         }
     }
 
     /// The metrics registry and health checks this runtime reports to.
     #[must_use]
     pub fn telemetry(&self) -> &Telemetry {
-        &self.telemetry
+        &self.inner.telemetry
     }
 
     /// The shared informers.
     #[must_use]
     pub fn registry(&self) -> &InformerRegistry {
-        &self.registry
+        &self.inner.registry
     }
 
     /// True while this replica dispatches reconciles.
     #[must_use]
     pub fn leading(&self) -> watch::Receiver<bool> {
-        self.leadership.subscribe()
+        self.inner.leadership.subscribe()
     }
 
     /// Adds a controller: starts (or shares) the informers of its kinds and routes their
-    /// changes into a new queue. Returns the queue.
+    /// changes into a new queue. Returns the queue. While the runtime runs, the controller
+    /// starts dispatching at once (if this replica leads).
     ///
     /// # Errors
-    /// When a kind is unknown or does not fit the namespace, or the limiter settings are
-    /// invalid.
+    /// When a kind is unknown or does not fit the namespace, the limiter settings are invalid,
+    /// or a controller of that name runs already.
     pub async fn add_controller<R>(
-        &mut self,
+        &self,
         spec: ControllerSpec,
         reconciler: R,
     ) -> Result<RateLimitingQueue<ObjectKey>, InformerError>
     where
         R: Reconciler<Object = CachedObject>,
     {
-        let metrics = self.telemetry.metrics();
+        if self.inner.controllers.contains(&spec.name) {
+            return Err(InformerError::Duplicate { name: spec.name });
+        }
+        let metrics = self.inner.telemetry.metrics();
         let limiter = spec
             .limiter
             .build()
@@ -217,28 +216,36 @@ impl Runtime {
                 controller: spec.name.clone(),
                 source,
             })?;
+        let mut scopes = vec![Scope {
+            api_version: spec.for_kind.api_version.clone(),
+            kind: spec.for_kind.kind.clone(),
+            namespace: spec.namespace.clone(),
+            label_selector: spec.label_selector.clone(),
+        }];
+        scopes.extend(spec.owns.iter().map(|owned| Scope {
+            api_version: owned.api_version.clone(),
+            kind: owned.kind.clone(),
+            namespace: spec.namespace.clone(),
+            label_selector: None,
+        }));
+        let mut informers = Vec::with_capacity(scopes.len());
+        for scope in &scopes {
+            match self.informer(scope.clone()).await {
+                Ok(informer) => informers.push(informer),
+                Err(error) => {
+                    for acquired in &scopes[..informers.len()] {
+                        self.release_informer(acquired);
+                    }
+                    return Err(error);
+                }
+            }
+        }
         let queue = RateLimitingQueue::with_metrics(limiter, metrics.workqueue(&spec.name));
-        self.scrape_hooks
-            .push(metrics.report_unfinished_work_on_scrape(&queue));
-        let primary = self
-            .informer(Scope {
-                api_version: spec.for_kind.api_version.clone(),
-                kind: spec.for_kind.kind.clone(),
-                namespace: spec.namespace.clone(),
-                label_selector: spec.label_selector.clone(),
-            })
-            .await?;
+        let scrape = metrics.report_unfinished_work_on_scrape(&queue);
+        let primary = &informers[0];
         let mut subscriptions =
             vec![primary.subscribe(enqueue_self(queue.clone(), spec.predicates), spec.resync)];
-        for owned in &spec.owns {
-            let informer = self
-                .informer(Scope {
-                    api_version: owned.api_version.clone(),
-                    kind: owned.kind.clone(),
-                    namespace: spec.namespace.clone(),
-                    label_selector: None,
-                })
-                .await?;
+        for informer in &informers[1..] {
             subscriptions.push(informer.subscribe(
                 enqueue_controller(
                     queue.clone(),
@@ -258,13 +265,51 @@ impl Runtime {
             spec.workers,
             metrics.controller(&spec.name, spec.workers),
         );
-        self.controllers.push(Arc::new(controller));
-        self.subscriptions.extend(subscriptions);
+        let slot = Slot::new(Arc::new(controller), subscriptions, scopes, scrape);
+        if let Err(slot) = self.inner.controllers.insert(&spec.name, slot) {
+            drop(slot.subscriptions);
+            for scope in &slot.scopes {
+                self.release_informer(scope);
+            }
+            return Err(InformerError::Duplicate { name: spec.name });
+        }
         Ok(queue)
     }
 
+    /// Removes the controller `name`: its informers stop routing keys to it, reconciles in
+    /// progress get the drain timeout to finish (then are cancelled), and informers no one else
+    /// uses stop. False if there is no such controller.
+    pub async fn remove_controller(&self, name: &str) -> bool {
+        let Some(slot) = self
+            .inner
+            .controllers
+            .remove(name, self.inner.settings.drain_timeout)
+            .await
+        else {
+            return false;
+        };
+        for scope in &slot.scopes {
+            self.release_informer(scope);
+        }
+        drop(slot.scrape);
+        tracing::info!(controller = name, "controller removed");
+        true
+    }
+
+    /// Gives back one use of `scope`'s informer (see [`informer`](Self::informer)); the last
+    /// one stops it and removes its readiness check.
+    pub fn release_informer(&self, scope: &Scope) {
+        if self.inner.registry.release(scope) {
+            self.inner
+                .telemetry
+                .health()
+                .remove_check(&cache_check_name(scope));
+        }
+    }
+
     /// The shared informer for `scope`; the first time a scope is watched its cache gets a
-    /// readiness check named `cache/<apiVersion>/<kind>[/<namespace>][?<selector>]`.
+    /// readiness check named `cache/<apiVersion>/<kind>[/<namespace>][?<selector>]`. Each call
+    /// is one use, given back with [`release_informer`](Self::release_informer).
     ///
     /// # Errors
     /// When the kind is unknown or does not fit the namespace.
@@ -272,23 +317,20 @@ impl Runtime {
         &self,
         scope: Scope,
     ) -> Result<Arc<crate::informer::Informer>, InformerError> {
-        let (informer, started) = self.registry.informer(&scope).await?;
+        let (informer, started) = self.inner.registry.informer(&scope).await?;
         if started {
-            let mut name = format!("cache/{}/{}", scope.api_version, scope.kind);
-            if let Some(namespace) = &scope.namespace {
-                name = format!("{name}/{namespace}");
-            }
-            if let Some(selector) = &scope.label_selector {
-                name = format!("{name}?{}", selector.replace(' ', ""));
-            }
             let probe = Arc::clone(&informer);
-            let registered = self.telemetry.health().add_check(&name, move || {
-                if probe.is_synced() {
-                    Ok(())
-                } else {
-                    Err("initial list not cached yet".to_owned())
-                }
-            });
+            let registered =
+                self.inner
+                    .telemetry
+                    .health()
+                    .add_check(&cache_check_name(&scope), move || {
+                        if probe.is_synced() {
+                            Ok(())
+                        } else {
+                            Err("initial list not cached yet".to_owned())
+                        }
+                    });
             if let Err(error) = registered {
                 tracing::warn!(error = &error as &dyn std::error::Error, "readiness check");
             }
@@ -301,19 +343,19 @@ impl Runtime {
     /// # Errors
     /// Invalid election settings, or leadership lost with `exit_on_loss`.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), RuntimeError> {
-        for informer in self.registry.informers() {
+        for informer in self.inner.registry.informers() {
             tokio::select! {
                 () = shutdown.cancelled() => return Ok(()),
                 () = informer.wait_synced() => {}
             }
         }
-        tracing::info!(controllers = self.controllers.len(), "caches synced");
-        let Some(election) = self.settings.election.clone() else {
+        tracing::info!(controllers = self.inner.controllers.len(), "caches synced");
+        let Some(election) = self.inner.settings.election.clone() else {
             self.serve_term(&CancellationToken::new(), &shutdown).await;
             return Ok(());
         };
         let lock = KubeLease::new(
-            self.client.clone(),
+            self.inner.client.clone(),
             &election.lease_namespace,
             &election.lease_name,
         );
@@ -321,6 +363,7 @@ impl Runtime {
             LeaderElector::new(lock, election.config)?.campaign_after_loss(!election.exit_on_loss);
         let mut leadership = elector.subscribe();
         let _leader_gauge = self
+            .inner
             .telemetry
             .metrics()
             .report_leadership_on_scrape(&election.lease_name, elector.subscribe());
@@ -352,39 +395,48 @@ impl Runtime {
 
     /// Dispatches until `term` ends (abort at once) or `shutdown` (drain, then abort).
     async fn serve_term(&self, term: &CancellationToken, shutdown: &CancellationToken) {
-        let (intake, abort) = (CancellationToken::new(), CancellationToken::new());
-        self.leadership.send_replace(true);
-        let mut work = std::pin::pin!(join_all(
-            self.controllers
-                .iter()
-                .map(|controller| controller.run(intake.clone(), abort.clone()))
-        ));
+        let inner = &self.inner;
+        let tokens = Term::default();
+        inner.leadership.send_replace(true);
+        inner.controllers.begin_term(tokens.clone());
         tokio::select! {
-            _ = &mut work => {}
             () = term.cancelled() => {
-                intake.cancel();
-                abort.cancel();
-                work.await;
+                tokens.intake.cancel();
+                tokens.abort.cancel();
+                join_all(inner.controllers.end_term()).await;
             }
             () = shutdown.cancelled() => {
-                intake.cancel();
+                tokens.intake.cancel();
+                let mut work = std::pin::pin!(join_all(inner.controllers.end_term()));
                 tokio::select! {
                     _ = &mut work => {}
                     () = term.cancelled() => {
-                        abort.cancel();
+                        tokens.abort.cancel();
                         work.await;
                     }
-                    () = tokio::time::sleep(self.settings.drain_timeout) => {
-                        tracing::warn!(timeout = ?self.settings.drain_timeout,
+                    () = tokio::time::sleep(inner.settings.drain_timeout) => {
+                        tracing::warn!(timeout = ?inner.settings.drain_timeout,
                             "drain timeout passed; cancelling reconciles in progress");
-                        abort.cancel();
+                        tokens.abort.cancel();
                         work.await;
                     }
                 }
             }
         }
-        self.leadership.send_replace(false);
+        inner.leadership.send_replace(false);
     }
+}
+
+/// `cache/<apiVersion>/<kind>[/<namespace>][?<selector>]`.
+fn cache_check_name(scope: &Scope) -> String {
+    let mut name = format!("cache/{}/{}", scope.api_version, scope.kind);
+    if let Some(namespace) = &scope.namespace {
+        name = format!("{name}/{namespace}");
+    }
+    if let Some(selector) = &scope.label_selector {
+        name = format!("{name}?{}", selector.replace(' ', ""));
+    }
+    name
 }
 
 /// Aborts a task when dropped.

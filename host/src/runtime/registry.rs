@@ -47,6 +47,12 @@ pub enum InformerError {
         /// The namespace given.
         namespace: String,
     },
+    /// A controller of that name is already running.
+    #[error("a controller named `{name}` is already running; remove it first or pick another name")]
+    Duplicate {
+        /// The name.
+        name: String,
+    },
     /// The controller's rate limiter settings are invalid.
     #[error("controller `{controller}`: invalid rate limiter settings")]
     Limiter {
@@ -61,7 +67,8 @@ pub enum InformerError {
 /// Starts informers on demand and hands out the running one for a scope already watched.
 pub struct InformerRegistry {
     client: kube::Client,
-    informers: Mutex<HashMap<Scope, Arc<Informer>>>,
+    /// Each informer with the number of users holding it.
+    informers: Mutex<HashMap<Scope, (Arc<Informer>, usize)>>,
 }
 
 impl std::fmt::Debug for InformerRegistry {
@@ -83,12 +90,14 @@ impl InformerRegistry {
     }
 
     /// The informer for `scope`, started (after resolving its kind by discovery) if no
-    /// controller watches that scope yet; the flag tells whether this call started it.
+    /// controller watches that scope yet; the flag tells whether this call started it. Each
+    /// call counts one more user; [`release`](Self::release) gives it back.
     ///
     /// # Errors
     /// When the kind is unknown to the API server or the scope does not fit it.
     pub async fn informer(&self, scope: &Scope) -> Result<(Arc<Informer>, bool), InformerError> {
-        if let Some(informer) = self.informers.lock().get(scope) {
+        if let Some((informer, users)) = self.informers.lock().get_mut(scope) {
+            *users += 1;
             return Ok((Arc::clone(informer), false));
         }
         let (group, version) = match scope.api_version.split_once('/') {
@@ -119,7 +128,8 @@ impl InformerRegistry {
         }
         let mut informers = self.informers.lock();
         // Another caller may have started it while discovery ran.
-        if let Some(informer) = informers.get(scope) {
+        if let Some((informer, users)) = informers.get_mut(scope) {
+            *users += 1;
             return Ok((Arc::clone(informer), false));
         }
         let informer = Arc::new(Informer::start(
@@ -127,13 +137,32 @@ impl InformerRegistry {
             &resource,
             scope.clone(),
         ));
-        informers.insert(scope.clone(), Arc::clone(&informer));
+        informers.insert(scope.clone(), (Arc::clone(&informer), 1));
         Ok((informer, true))
+    }
+
+    /// Gives back one use of `scope`'s informer; the last one stops it (once no one else
+    /// holds it). True when it was stopped.
+    pub fn release(&self, scope: &Scope) -> bool {
+        let mut informers = self.informers.lock();
+        let Some((_, users)) = informers.get_mut(scope) else {
+            return false;
+        };
+        *users -= 1;
+        if *users == 0 {
+            informers.remove(scope);
+            return true;
+        }
+        false
     }
 
     /// Every running informer.
     #[must_use]
     pub fn informers(&self) -> Vec<Arc<Informer>> {
-        self.informers.lock().values().cloned().collect()
+        self.informers
+            .lock()
+            .values()
+            .map(|(informer, _)| Arc::clone(informer))
+            .collect()
     }
 }

@@ -20,7 +20,9 @@ struct Check {
 /// Components register a check by name — `cache/v1/ConfigMap` once its informer has synced,
 /// `leader-election` once the elector runs — and the process is ready when every check passes.
 /// Checks are evaluated on every [`readiness`](Health::readiness) call, in registration order,
-/// and are never removed: a component that goes away must leave its check failing, not vanish.
+/// and stay until [`remove_check`](Health::remove_check): a component that fails must leave its
+/// check failing, not vanish; one that is removed on purpose (an unloaded plugin's cache)
+/// removes it.
 #[derive(Clone, Default)]
 pub struct Health {
     checks: Arc<Mutex<Vec<Check>>>,
@@ -70,6 +72,14 @@ impl Health {
             probe: Arc::new(probe),
         });
         Ok(())
+    }
+
+    /// Removes the check `name`; true if there was one.
+    pub fn remove_check(&self, name: &str) -> bool {
+        let mut checks = self.checks.lock();
+        let before = checks.len();
+        checks.retain(|check| &*check.name != name);
+        checks.len() != before
     }
 
     /// Registers the check `name` as a gate the component opens and closes itself. It starts

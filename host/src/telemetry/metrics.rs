@@ -66,6 +66,7 @@ struct Families {
     max_concurrent: Family<OneLabel, Gauge>,
     leader: Family<OneLabel, Gauge>,
     plugin_failures: Family<ResultLabels, Counter>,
+    plugin_reloads: Family<ResultLabels, Counter>,
 }
 
 impl Families {
@@ -87,6 +88,7 @@ impl Families {
             max_concurrent: Family::default(),
             leader: Family::default(),
             plugin_failures: Family::default(),
+            plugin_reloads: Family::default(),
         };
         let f = &families;
         registry.register(
@@ -161,6 +163,12 @@ impl Families {
             "Failed guest calls per plugin, by reason: error (the guest returned an error), trap, \
              deadline, memory, instantiate",
             f.plugin_failures.clone(),
+        );
+        registry.register(
+            "plugin_reloads",
+            "Plugin loads and reloads (new, changed or removed module or manifest), by result: \
+             success, or failure (the previous version keeps serving)",
+            f.plugin_reloads.clone(),
         );
         families
     }
@@ -287,6 +295,22 @@ impl Metrics {
                 })
                 .collect(),
         }
+    }
+
+    /// `plugin_reloads_total{plugin="<name>",result}`: counts one (re)load of `plugin` with
+    /// `success` true or false.
+    pub fn plugin_reloaded(&self, plugin: &str, success: bool) {
+        self.inner
+            .families
+            .plugin_reloads
+            .get_or_create(&[
+                ("plugin", plugin.to_owned()),
+                (
+                    "result",
+                    if success { "success" } else { "failure" }.to_owned(),
+                ),
+            ])
+            .inc();
     }
 
     /// The `leader_election_master_status{name="<lease>"}` gauge, starting at 0 (not leading).
