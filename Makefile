@@ -6,7 +6,7 @@ CARGO ?= cargo
 VENV := $(CURDIR)/.venv
 # Components (wasm32-wasip2): the examples and the guests the tests load.
 EXAMPLES := -p configmap-replicator -p website
-TEST_GUESTS := -p testbed -p noop -p wrong-world
+TEST_GUESTS := -p testbed -p noop -p wrong-world -p stamp -p always-trap
 WASM := --release --target wasm32-wasip2
 
 .PHONY: test deps fmt-check clippy guests unit bench dev examples

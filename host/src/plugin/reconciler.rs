@@ -39,13 +39,42 @@ pub struct Loaded {
     pub pool: Option<InstancePool>,
 }
 
+/// Consecutive traps of a freshly swapped-in module, before its first good call, that roll it
+/// back to the module it replaced.
+pub const PROBATION_TRAPS: u32 = 3;
+
+/// Told when a swapped-in module is rolled back: the rejected module's digest and why.
+pub type RollbackHook = Box<dyn Fn(&str, &str) + Send + Sync>;
+
+/// A module on probation and the one to return to.
+struct Probation {
+    candidate: Arc<Loaded>,
+    previous: Arc<Loaded>,
+    traps: u32,
+}
+
 /// A plugin: its context, its current module (swappable; calls in flight keep the module they
 /// started with) and its failure counters.
-#[derive(Debug)]
+///
+/// # Guarantees
+/// A module swapped in is on probation until one call of it completes (with an action or a
+/// guest error): if its first [`PROBATION_TRAPS`] calls all trap (or cannot instantiate), the
+/// plugin returns to the module it replaced and the rollback hook is told.
 pub struct Plugin {
     context: Arc<PluginContext>,
     current: RwLock<Arc<Loaded>>,
+    probation: parking_lot::Mutex<Option<Probation>>,
     failures: Option<PluginFailures>,
+    on_rollback: Option<RollbackHook>,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin")
+            .field("name", &self.context.name)
+            .field("module", &self.current.read().module.digest())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Plugin {
@@ -60,8 +89,17 @@ impl Plugin {
         Self {
             context,
             current: RwLock::new(Arc::new(loaded)),
+            probation: parking_lot::Mutex::new(None),
             failures,
+            on_rollback: None,
         }
+    }
+
+    /// Calls `hook` whenever a swapped-in module is rolled back.
+    #[must_use]
+    pub fn with_rollback_hook(mut self, hook: RollbackHook) -> Self {
+        self.on_rollback = Some(hook);
+        self
     }
 
     fn loaded(context: &PluginContext, module: Arc<Module>) -> Loaded {
@@ -84,10 +122,52 @@ impl Plugin {
     }
 
     /// Makes `module` serve every call that starts from now on; calls in flight finish on the
-    /// module they started with.
+    /// module they started with. The new module is on probation (see the type's Guarantees).
     pub fn swap(&self, module: Arc<Module>) {
         let loaded = Arc::new(Self::loaded(&self.context, module));
-        *self.current.write() = loaded;
+        let mut current = self.current.write();
+        let replaced = std::mem::replace(&mut *current, Arc::clone(&loaded));
+        let mut probation = self.probation.lock();
+        // A module replaced while still on probation was never proven: keep the last good one.
+        let previous = probation.take().map_or(replaced, |trial| trial.previous);
+        *probation = Some(Probation {
+            candidate: loaded,
+            previous,
+            traps: 0,
+        });
+    }
+
+    /// Settles the probation of `ran` after a call: a good call ends it, the
+    /// [`PROBATION_TRAPS`]th trap rolls back.
+    fn judge(&self, ran: &Arc<Loaded>, result: &Result<bindings::Action, GuestFailure>) {
+        let mut probation = self.probation.lock();
+        let Some(trial) = probation.as_mut() else {
+            return;
+        };
+        if !Arc::ptr_eq(&trial.candidate, ran) {
+            return;
+        }
+        match result {
+            Ok(_) | Err(GuestFailure::Returned(_)) => *probation = None,
+            Err(GuestFailure::Trapped(_) | GuestFailure::Instantiate(_)) => {
+                trial.traps += 1;
+                if trial.traps >= PROBATION_TRAPS {
+                    let trial = probation.take().expect("on probation");
+                    *self.current.write() = Arc::clone(&trial.previous);
+                    let digest = trial.candidate.module.digest().to_owned();
+                    let reason = format!(
+                        "its first {PROBATION_TRAPS} calls trapped; back to module {:.12}",
+                        trial.previous.module.digest()
+                    );
+                    drop(probation);
+                    tracing::error!(plugin = %self.context.name, module = %digest, "{reason}");
+                    if let Some(hook) = &self.on_rollback {
+                        hook(&digest, &reason);
+                    }
+                }
+            }
+            Err(GuestFailure::Deadline(_) | GuestFailure::Memory(_)) => {}
+        }
     }
 
     /// Calls the guest's `reconcile` with `request` (the `for` kind's key and object).
@@ -106,14 +186,15 @@ impl Plugin {
             object,
             requeues,
         };
-        invoke::reconcile(
+        let result = invoke::reconcile(
             &loaded.module,
             &self.context,
             loaded.pool.as_ref(),
             &request,
         )
-        .await
-        .map_err(|failure| {
+        .await;
+        self.judge(&loaded, &result);
+        result.map_err(|failure| {
             if let Some(failures) = &self.failures {
                 failures.failed(failure.reason());
             }

@@ -38,7 +38,7 @@ use super::context::PluginContext;
 use super::loader::{cache_scopes, controller_spec, manifest_paths};
 use super::manifest::{Manifest, ManifestError};
 use super::module::{LoadError, Module, ModuleLoader, hex_sha256};
-use super::reconciler::{FAILURE_REASONS, Plugin, PluginReconciler};
+use super::reconciler::{FAILURE_REASONS, Plugin, PluginReconciler, RollbackHook};
 use crate::controller::ObjectKey;
 use crate::informer::{Scope, Store};
 use crate::queue::RateLimitingQueue;
@@ -218,6 +218,7 @@ impl Plugins {
                 }
             }
             self.sync().await;
+            tracing::debug!("plugin sources rescanned");
         }
     }
 
@@ -320,10 +321,10 @@ impl Plugins {
         let message = chain(error);
         let serving = running.contains_key(name);
         if serving {
-            tracing::error!(plugin = name, error = %message,
+            tracing::error!(plugin = %name, error = %message,
                 "plugin reload failed; the previous version keeps serving");
         } else {
-            tracing::error!(plugin = name, error = %message, "plugin failed to load");
+            tracing::error!(plugin = %name, error = %message, "plugin failed to load");
         }
         self.runtime
             .telemetry()
@@ -477,7 +478,7 @@ impl Plugins {
     async fn stop(&self, running: &mut BTreeMap<String, Running>, name: &str) {
         if let Some(old) = running.remove(name) {
             self.retire(name, old).await;
-            tracing::info!(plugin = name, "plugin removed");
+            tracing::info!(plugin = %name, "plugin removed");
         }
     }
 
@@ -513,17 +514,26 @@ impl Plugins {
         }
         let for_store = Arc::clone(&caches[&manifest.for_kind]);
         let spec = controller_spec(&manifest);
-        let failures = self
-            .runtime
-            .telemetry()
-            .metrics()
-            .plugin_failures(&name, &FAILURE_REASONS);
+        let telemetry = self.runtime.telemetry();
+        let failures = telemetry.metrics().plugin_failures(&name, &FAILURE_REASONS);
+        // Re-registered on a rebuild: the old plugin's check was removed when it retired.
+        let gate = telemetry.health().gate(&format!("plugin/{name}")).ok();
+        let hook: RollbackHook = {
+            let (metrics, gate, plugin) = (telemetry.metrics().clone(), gate.clone(), name.clone());
+            Box::new(move |digest: &str, reason: &str| {
+                metrics.plugin_reloaded(&plugin, false);
+                if let Some(gate) = &gate {
+                    gate.set_not_ready(format!("module {digest:.12} was rolled back: {reason}"));
+                }
+            })
+        };
         let context = Arc::new(PluginContext::new(
             Arc::new(manifest),
             caches,
             Arc::clone(&self.api),
         ));
-        let plugin = Arc::new(Plugin::new(context, module, Some(failures)));
+        let plugin =
+            Arc::new(Plugin::new(context, module, Some(failures)).with_rollback_hook(hook));
         let queue = match self
             .runtime
             .add_controller(spec, PluginReconciler::new(Arc::clone(&plugin)))
@@ -532,18 +542,13 @@ impl Plugins {
             Ok(queue) => queue,
             Err(error) => {
                 self.unpin(&acquired);
+                telemetry.health().remove_check(&format!("plugin/{name}"));
                 return Err(failed(error));
             }
         };
         for key in keys {
             queue.add(key);
         }
-        let gate = self
-            .runtime
-            .telemetry()
-            .health()
-            .gate(&format!("plugin/{name}"))
-            .ok();
         if let Some(gate) = &gate {
             gate.set_ready();
         }

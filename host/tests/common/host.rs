@@ -12,10 +12,12 @@ use parking_lot::Mutex;
 use super::WAIT;
 
 /// Every guest crate the tests load.
-const GUESTS: [&str; 5] = [
+const GUESTS: [&str; 7] = [
     "testbed",
     "noop",
     "wrong-world",
+    "stamp",
+    "always-trap",
     "configmap-replicator",
     "website",
 ];
@@ -127,7 +129,10 @@ impl Host {
             .arg("--module-cache")
             .arg(guests().join("module-cache"))
             .args(args)
-            .env("RUST_LOG", "info,reconcile_host::controller=debug")
+            .env(
+                "RUST_LOG",
+                "info,reconcile_host::controller=debug,reconcile_host::plugin::supervisor=debug",
+            )
             .env_remove("RUST_BACKTRACE")
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -150,6 +155,11 @@ impl Host {
             metrics,
             log,
         }
+    }
+
+    /// GET `path` from the metrics address (`/readyz?verbose`, `/metrics`).
+    pub async fn get(&self, path: &str) -> String {
+        http_get(&self.metrics, path).await.unwrap_or_default()
     }
 
     /// Everything the host logged so far.

@@ -1,0 +1,315 @@
+//! End to end: plugins added, swapped, rebuilt and removed in a running host, by changing files
+//! in its plugins directory.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::eventually_async;
+use common::host::{Host, component, scratch};
+use embedded_apiserver::{ApiServer, Config};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::core::ObjectMeta;
+use serde_json::json;
+
+async fn server() -> ApiServer {
+    ApiServer::start(Config::default())
+        .await
+        .expect("API server starts")
+}
+
+fn config_maps(server: &ApiServer) -> Api<ConfigMap> {
+    Api::namespaced(server.kube_client().expect("client"), "default")
+}
+
+/// Writes `plugins/<name>/plugin.yaml` (reconciling ConfigMaps labelled `<name>=true`) with
+/// `module` copied next to it as `plugin.wasm`; `extra` is appended to the manifest.
+fn plugin_dir(plugins: &Path, name: &str, module: &Path, extra: &str) -> PathBuf {
+    let dir = plugins.join(name);
+    std::fs::create_dir_all(&dir).expect("plugin dir");
+    std::fs::copy(module, dir.join("plugin.wasm")).expect("module copied");
+    write_manifest(&dir, name, extra);
+    dir
+}
+
+fn write_manifest(dir: &Path, name: &str, extra: &str) {
+    let manifest = format!(
+        "name: {name}\nmodule: plugin.wasm\nfor: {{apiVersion: v1, kind: ConfigMap}}\n\
+         labelSelector: {name}=true\nlimits: {{deadline: 5s, memory: 64Mi}}\n\
+         grants:\n  - {{apiVersion: v1, kind: ConfigMap, verbs: [get, create, update, patch, delete]}}\n\
+         {extra}"
+    );
+    std::fs::write(dir.join("plugin.yaml"), manifest).expect("manifest written");
+}
+
+/// Replaces `dir/plugin.wasm` the way editors and `cp` + `mv` do: write aside, then rename.
+fn replace_module(dir: &Path, module: &Path) {
+    let aside = dir.join(".plugin.wasm.new");
+    std::fs::copy(module, &aside).expect("copied aside");
+    std::fs::rename(&aside, dir.join("plugin.wasm")).expect("renamed over");
+}
+
+fn labelled(name: &str, label: &str, data: &[(&str, &str)]) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            labels: Some([(label.to_owned(), "true".to_owned())].into()),
+            ..ObjectMeta::default()
+        },
+        data: Some(
+            data.iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        ),
+        ..ConfigMap::default()
+    }
+}
+
+async fn create(server: &ApiServer, object: &ConfigMap) {
+    config_maps(server)
+        .create(&PostParams::default(), object)
+        .await
+        .expect("created");
+}
+
+async fn seen(server: &ApiServer, name: &str) {
+    let api = config_maps(server);
+    eventually_async(&format!("{name}-seen"), || async {
+        api.get_opt(&format!("{name}-seen")).await.ok()?
+    })
+    .await;
+}
+
+fn reloads(plugin: &str, result: &str) -> String {
+    format!("plugin_reloads_total{{plugin=\"{plugin}\",result=\"{result}\"}}")
+}
+
+/// The resourceVersions each object was stamped at by the `stamp` guest, from the host log.
+fn stamps(log: &str) -> HashMap<String, HashSet<String>> {
+    let mut stamped: HashMap<String, HashSet<String>> = HashMap::new();
+    for line in log.lines() {
+        let Some(rest) = line.split("stamp default/").nth(1) else {
+            continue;
+        };
+        let mut parts = rest.split_whitespace();
+        let (Some(name), Some(rv)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        if let Some(rv) = rv.strip_prefix("rv=") {
+            stamped
+                .entry(name.to_owned())
+                .or_default()
+                .insert(rv.to_owned());
+        }
+    }
+    stamped
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_module_swapped_under_load_reconciles_every_object_at_its_latest_version() {
+    const OBJECTS: usize = 10_000;
+    let server = server().await;
+    server
+        .bulk_load((0..OBJECTS).map(|i| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": format!("cm-{i:05}"), "namespace": "default",
+                                "labels": {"load": "true"}},
+                   "data": {"v": "0"}})
+        }))
+        .expect("bulk load");
+    let dir = scratch("swap-under-load");
+    let plugins = dir.join("plugins");
+    let plugin = plugin_dir(&plugins, "load", &component("noop"), "concurrency: 2\n");
+    let host = Host::start(&server, &dir, &[plugins.clone()]);
+    host.wait_log(&["plugin loaded", "plugin=load"]).await;
+
+    // A stream of updates while the module changes.
+    let api = config_maps(&server);
+    let updater = tokio::spawn(async move {
+        for round in 0..200 {
+            let name = format!("cm-{:05}", (round * 37) % OBJECTS);
+            let patch = json!({"data": {"v": round.to_string()}});
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .expect("patched");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    replace_module(&plugin, &component("stamp"));
+    host.wait_log(&["plugin module swapped", "plugin=load"])
+        .await;
+    updater.await.expect("updater");
+
+    let latest: HashMap<String, String> = config_maps(&server)
+        .list(&ListParams::default().labels("load=true"))
+        .await
+        .expect("list")
+        .items
+        .into_iter()
+        .map(|cm| {
+            let rv = cm.metadata.resource_version.expect("rv");
+            (cm.metadata.name.expect("name"), rv)
+        })
+        .collect();
+    assert_eq!(latest.len(), OBJECTS);
+    let missing = eventually_async("every object stamped at its latest version", || async {
+        let stamped = stamps(&host.log());
+        let missing: Vec<&String> = latest
+            .iter()
+            .filter(|(name, rv)| !stamped.get(*name).is_some_and(|rvs| rvs.contains(*rv)))
+            .map(|(name, _)| name)
+            .collect();
+        missing.is_empty().then_some(missing.len())
+    })
+    .await;
+    assert_eq!(missing, 0);
+    for reason in ["trap", "instantiate", "deadline", "memory", "error"] {
+        let series =
+            format!("reconcile_host_plugin_failures_total{{plugin=\"load\",reason=\"{reason}\"}}");
+        assert_eq!(host.metric(&series).await, 0.0, "{series}");
+    }
+    assert_eq!(host.metric(&reloads("load", "success")).await, 2.0);
+    assert_eq!(host.metric(&reloads("load", "failure")).await, 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_modules_do_not_replace_a_good_one() {
+    let server = server().await;
+    let dir = scratch("broken");
+    let plugins = dir.join("plugins");
+    let plugin = plugin_dir(&plugins, "testbed", &component("testbed"), "");
+    let host = Host::start(&server, &dir, &[plugins.clone()]);
+    for name in ["first", "second", "third"] {
+        create(&server, &labelled(name, "testbed", &[])).await;
+        seen(&server, name).await;
+    }
+
+    let garbage = dir.join("garbage.wasm");
+    std::fs::write(&garbage, b"\0asm not really").expect("written");
+    let broken = [
+        (garbage, "is not a valid WebAssembly component"),
+        (
+            component("wrong-world"),
+            "does not match the `reconciler` world",
+        ),
+    ];
+    for (failures, (module, reason)) in (1..).zip(broken) {
+        replace_module(&plugin, &module);
+        host.wait_metric(&reloads("testbed", "failure"), f64::from(failures))
+            .await;
+        host.wait_log(&["previous version keeps serving", reason])
+            .await;
+        let readyz = host.get("/readyz?verbose").await;
+        assert!(readyz.contains("[-]plugin/testbed failed"), "{readyz}");
+        let name = format!("after-{failures}");
+        create(&server, &labelled(&name, "testbed", &[])).await;
+        seen(&server, &name).await;
+    }
+
+    // A module that loads but traps in every call is rolled back after its first calls.
+    replace_module(&plugin, &component("always-trap"));
+    host.wait_log(&["plugin module swapped", "plugin=testbed"])
+        .await;
+    host.wait_metric(&reloads("testbed", "failure"), 3.0).await;
+    host.wait_log(&["calls trapped; back to module"]).await;
+    create(&server, &labelled("after-rollback", "testbed", &[])).await;
+    seen(&server, "after-rollback").await;
+
+    // A good module heals the readiness check.
+    replace_module(&plugin, &component("stamp"));
+    host.wait_log(&["stamp default/after-rollback"]).await;
+    let readyz = host.get("/readyz?verbose").await;
+    assert!(readyz.contains("[+]plugin/testbed ok"), "{readyz}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configmap_style_data_symlink_swap_reloads_exactly_once() {
+    let server = server().await;
+    let dir = scratch("symlink-swap");
+    let plugins = dir.join("plugins");
+    // The layout the kubelet gives a mounted ConfigMap: files are symlinks through `..data`,
+    // which points at a timestamped directory and is replaced atomically on update.
+    let mount = plugins.join("stamped");
+    let first = mount.join("..2026_11_22_00_00_00.000000001");
+    std::fs::create_dir_all(&first).expect("dir");
+    std::fs::copy(component("noop"), first.join("plugin.wasm")).expect("module");
+    write_manifest(&first, "stamped", "");
+    std::os::unix::fs::symlink(first.file_name().expect("name"), mount.join("..data"))
+        .expect("..data");
+    for file in ["plugin.yaml", "plugin.wasm"] {
+        std::os::unix::fs::symlink(Path::new("..data").join(file), mount.join(file))
+            .expect("file link");
+    }
+    let host = Host::start(&server, &dir, &[plugins.clone()]);
+    host.wait_log(&["plugin loaded", "plugin=stamped"]).await;
+
+    let second = mount.join("..2026_11_22_00_00_01.000000002");
+    std::fs::create_dir_all(&second).expect("dir");
+    std::fs::copy(component("stamp"), second.join("plugin.wasm")).expect("module");
+    write_manifest(&second, "stamped", "");
+    std::os::unix::fs::symlink(second.file_name().expect("name"), mount.join("..data_tmp"))
+        .expect("..data_tmp");
+    std::fs::rename(mount.join("..data_tmp"), mount.join("..data")).expect("swap");
+    std::fs::remove_dir_all(&first).expect("old data removed");
+    host.wait_log(&["plugin module swapped", "plugin=stamped"])
+        .await;
+
+    // Once a later, unrelated change has been rescanned, every event of the swap has been.
+    let rescans = host.log().matches("plugin sources rescanned").count();
+    std::fs::write(plugins.join("unrelated.txt"), "x").expect("touched");
+    eventually_async("a rescan after the swap", || async {
+        (host.log().matches("plugin sources rescanned").count() > rescans).then_some(())
+    })
+    .await;
+    assert_eq!(host.metric(&reloads("stamped", "success")).await, 2.0);
+    assert_eq!(host.log().matches("plugin module swapped").count(), 1);
+    create(&server, &labelled("probe", "stamped", &[])).await;
+    host.wait_log(&["stamp default/probe"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugins_come_and_go_and_a_changed_manifest_rebuilds_the_controller() {
+    let server = server().await;
+    let dir = scratch("lifecycle");
+    let plugins = dir.join("plugins");
+    std::fs::create_dir_all(&plugins).expect("dir");
+    let host = Host::start(&server, &dir, &[plugins.clone()]);
+    host.wait_log(&["watching plugin sources"]).await;
+
+    // Added: a plugin dropped into the directory starts.
+    let testbed = plugin_dir(&plugins, "testbed", &component("testbed"), "");
+    create(&server, &labelled("one", "testbed", &[])).await;
+    seen(&server, "one").await;
+    plugin_dir(&plugins, "stamped", &component("stamp"), "");
+    create(&server, &labelled("mark", "stamped", &[])).await;
+    host.wait_log(&["stamp default/mark"]).await;
+
+    // Changed manifest: rebuilt with the new settings; objects keep being reconciled.
+    write_manifest(&testbed, "testbed", "concurrency: 3\n");
+    host.wait_log(&["plugin rebuilt for its new manifest", "plugin=testbed"])
+        .await;
+    let metrics = host.get("/metrics").await;
+    assert!(
+        metrics.contains("controller_runtime_max_concurrent_reconciles{controller=\"testbed\"} 3"),
+        "{metrics}"
+    );
+    create(&server, &labelled("two", "testbed", &[])).await;
+    seen(&server, "two").await;
+
+    // Removed: drained and stopped, its cache released; the other plugin goes on.
+    std::fs::remove_dir_all(plugins.join("stamped")).expect("removed");
+    host.wait_log(&["plugin removed", "plugin=stamped"]).await;
+    let readyz = host.get("/readyz?verbose").await;
+    assert!(!readyz.contains("plugin/stamped"), "{readyz}");
+    assert!(
+        !readyz.contains("stamped=true"),
+        "its cache is gone: {readyz}"
+    );
+    create(&server, &labelled("late", "stamped", &[])).await;
+    create(&server, &labelled("three", "testbed", &[])).await;
+    seen(&server, "three").await;
+    assert!(!host.log().contains("stamp default/late"));
+}
