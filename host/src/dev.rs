@@ -78,13 +78,15 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
         std::path::absolute(&args.kubeconfig_out).unwrap_or_else(|_| args.kubeconfig_out.clone());
     println!("{}", banner(&kubeconfig, &manifests, args.metrics_address));
 
-    let mut config = HostConfig::default();
-    config.kubeconfig = Some(kubeconfig);
+    let mut config = HostConfig {
+        kubeconfig: Some(kubeconfig),
+        plugins: manifests,
+        ..HostConfig::default()
+    };
     config.leader_election.enabled = false;
     config.telemetry.address = args.metrics_address;
     config.client.qps = 50.0;
     config.client.burst = 100;
-    config.plugins = manifests;
     let code = crate::cli::run(config).await;
     server.shutdown().await;
     code

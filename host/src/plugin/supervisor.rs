@@ -70,7 +70,7 @@ pub enum PluginError {
         plugin: String,
         /// Why.
         #[source]
-        source: InformerError,
+        source: Box<InformerError>,
     },
     /// Two manifests name the same plugin.
     #[error(
@@ -432,7 +432,7 @@ impl Plugins {
                     self.unpin(&pins);
                     return Err(PluginError::Controller {
                         plugin: name,
-                        source,
+                        source: Box::new(source),
                     });
                 }
             }
@@ -495,7 +495,7 @@ impl Plugins {
         let name = manifest.name.clone();
         let failed = |source| PluginError::Controller {
             plugin: name.clone(),
-            source,
+            source: Box::new(source),
         };
         let scopes = cache_scopes(&manifest);
         let mut caches = HashMap::new();
