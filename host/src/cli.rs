@@ -45,6 +45,13 @@ pub enum Command {
     /// Run the host on an embedded in-memory API server with the example plugins loaded and
     /// their samples applied: no cluster needed. Build the examples first (`make dev` does both).
     Dev(crate::dev::DevArgs),
+    /// Check a plugin manifest and its component against the `reconciler` world: prints the
+    /// module's digest, the imports it uses and the grants it has; exits 2 on any problem.
+    Check(crate::tools::CheckArgs),
+    /// Run one reconcile locally, with no cluster: the object and the cache come from files,
+    /// the guest's API calls are recorded and printed, not applied. Exits 0 when the reconcile
+    /// succeeds, 1 when the guest fails, 2 on bad input.
+    Reconcile(crate::tools::ReconcileArgs),
 }
 
 /// Flags of `run`; each overrides the config file.
@@ -165,6 +172,8 @@ pub async fn main(cli: Cli) -> ExitCode {
             report(run(config).await)
         }
         Command::Dev(args) => report(crate::dev::dev(args).await),
+        Command::Check(args) => crate::tools::check(args).await,
+        Command::Reconcile(args) => crate::tools::reconcile(args).await,
     }
 }
 

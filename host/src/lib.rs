@@ -13,3 +13,4 @@ pub mod plugin;
 pub mod queue;
 pub mod runtime;
 pub mod telemetry;
+pub mod tools;

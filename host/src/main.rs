@@ -6,11 +6,14 @@ use std::process::ExitCode;
 use clap::Parser;
 use reconcile_host::cli::{Cli, Command};
 
-/// `info`; in `dev`, also every reconcile (debug events of the controller loop).
+/// `info` (`warn` for `check`); in `dev`, also every reconcile (debug events of the controller
+/// loop).
 fn default_filter(cli: &Cli) -> &'static str {
     match cli.command {
         Command::Dev(_) => "info,reconcile_host::controller=debug",
         Command::Run(_) => "info",
+        Command::Check(_) => "warn",
+        Command::Reconcile(_) => "info",
     }
 }
 

@@ -19,6 +19,19 @@ pub struct Store {
 }
 
 impl Store {
+    /// A store holding `objects`, filled without an informer: for running a reconcile against
+    /// fixture files. An object replaces an earlier one with the same namespace and name.
+    #[must_use]
+    pub fn from_objects(objects: impl IntoIterator<Item = CachedObject>) -> Self {
+        let objects = objects
+            .into_iter()
+            .map(|object| (object.key(), Arc::new(object)))
+            .collect();
+        Self {
+            objects: RwLock::new(objects),
+        }
+    }
+
     /// The object cached under `key`.
     #[must_use]
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<CachedObject>> {
@@ -171,6 +184,19 @@ mod tests {
         );
         assert_eq!(store.len(), 3);
         assert!(store.get(&ObjectKey::namespaced("ns", "gone")).is_none());
+    }
+
+    #[test]
+    fn a_store_from_objects_holds_each_key_once_with_the_last_object_given() {
+        let store = Store::from_objects(
+            [object("a", "1"), object("b", "1"), object("a", "2")]
+                .into_iter()
+                .map(Arc::unwrap_or_clone),
+        );
+        assert_eq!(store.len(), 2);
+        let a = store.get(&ObjectKey::namespaced("ns", "a")).unwrap();
+        assert_eq!(a.resource_version(), "2");
+        assert!(Store::from_objects([]).is_empty());
     }
 
     #[test]
