@@ -50,8 +50,8 @@ impl Request {
         &self.raw.target.name
     }
 
-    /// How many times in a row this key has failed (returned an error or trapped); 0 after a
-    /// success.
+    /// How many times in a row this key has been retried with backoff (after a failure or a
+    /// `requeue` answer); 0 after `done` or `requeue-after`.
     #[must_use]
     pub fn requeues(&self) -> u32 {
         self.raw.requeues

@@ -123,7 +123,7 @@ async fn a_module_swapped_under_load_reconciles_every_object_at_its_latest_versi
     let dir = scratch("swap-under-load");
     let plugins = dir.join("plugins");
     let plugin = plugin_dir(&plugins, "load", &component("noop"), "concurrency: 2\n");
-    let host = Host::start(&server, &dir, &[plugins.clone()]);
+    let host = Host::start(&server, &dir, std::slice::from_ref(&plugins));
     host.wait_log(&["plugin loaded", "plugin=load"]).await;
 
     // A stream of updates while the module changes.
@@ -181,7 +181,7 @@ async fn broken_modules_do_not_replace_a_good_one() {
     let dir = scratch("broken");
     let plugins = dir.join("plugins");
     let plugin = plugin_dir(&plugins, "testbed", &component("testbed"), "");
-    let host = Host::start(&server, &dir, &[plugins.clone()]);
+    let host = Host::start(&server, &dir, std::slice::from_ref(&plugins));
     for name in ["first", "second", "third"] {
         create(&server, &labelled(name, "testbed", &[])).await;
         seen(&server, name).await;
@@ -243,7 +243,7 @@ async fn a_configmap_style_data_symlink_swap_reloads_exactly_once() {
         std::os::unix::fs::symlink(Path::new("..data").join(file), mount.join(file))
             .expect("file link");
     }
-    let host = Host::start(&server, &dir, &[plugins.clone()]);
+    let host = Host::start(&server, &dir, std::slice::from_ref(&plugins));
     host.wait_log(&["plugin loaded", "plugin=stamped"]).await;
 
     let second = mount.join("..2026_11_22_00_00_01.000000002");
@@ -276,7 +276,7 @@ async fn plugins_come_and_go_and_a_changed_manifest_rebuilds_the_controller() {
     let dir = scratch("lifecycle");
     let plugins = dir.join("plugins");
     std::fs::create_dir_all(&plugins).expect("dir");
-    let host = Host::start(&server, &dir, &[plugins.clone()]);
+    let host = Host::start(&server, &dir, std::slice::from_ref(&plugins));
     host.wait_log(&["watching plugin sources"]).await;
 
     // Added: a plugin dropped into the directory starts.

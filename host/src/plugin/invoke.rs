@@ -114,15 +114,17 @@ pub async fn reconcile(
     request: &bindings::Request,
 ) -> Result<bindings::Action, GuestFailure> {
     let limits = plugin.manifest.limits;
+    // One deadline for the whole call, instantiation included.
+    let deadline = Instant::now() + limits.deadline;
     let warm = pool.and_then(|pool| pool.idle.lock().pop());
     let mut warm = match warm {
         Some(warm) => warm,
-        None => instantiate(module, plugin).await?,
+        None => instantiate(module, plugin, deadline).await?,
     };
-    warm.store.data_mut().deadline = Instant::now() + limits.deadline;
+    warm.store.data_mut().deadline = deadline;
     warm.store.set_epoch_deadline(1);
     let call = warm.instance.call_reconcile(&mut warm.store, request);
-    let outcome = tokio::time::timeout(limits.deadline + DEADLINE_GRACE, call).await;
+    let outcome = tokio::time::timeout_at((deadline + DEADLINE_GRACE).into(), call).await;
     warm.store.data().flush_stdio();
     warm.calls += 1;
     let result = match outcome {
@@ -141,7 +143,11 @@ pub async fn reconcile(
     result
 }
 
-async fn instantiate(module: &Module, plugin: &Arc<PluginContext>) -> Result<Warm, GuestFailure> {
+async fn instantiate(
+    module: &Module,
+    plugin: &Arc<PluginContext>,
+    deadline: Instant,
+) -> Result<Warm, GuestFailure> {
     let mut store = Store::new(module.pre().engine(), GuestState::new(Arc::clone(plugin)));
     store.limiter(|state| &mut state.limiter);
     store.epoch_deadline_callback(|store| {
@@ -151,11 +157,11 @@ async fn instantiate(module: &Module, plugin: &Arc<PluginContext>) -> Result<War
             Ok(UpdateDeadline::Yield(1))
         }
     });
-    store.data_mut().deadline = Instant::now() + plugin.manifest.limits.deadline;
+    store.data_mut().deadline = deadline;
     store.set_epoch_deadline(1);
     let limits = plugin.manifest.limits;
-    let instance = tokio::time::timeout(
-        limits.deadline + DEADLINE_GRACE,
+    let instance = tokio::time::timeout_at(
+        (deadline + DEADLINE_GRACE).into(),
         module.pre().instantiate_async(&mut store),
     )
     .await

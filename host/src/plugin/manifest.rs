@@ -9,8 +9,8 @@
 //! owns:                         # changes enqueue their controlling owner of the `for` kind
 //!   - {apiVersion: apps/v1, kind: Deployment}
 //! cache:                        # extra kinds readable through the `cache` import
-//!   - {apiVersion: v1, kind: Namespace}
-//! namespace: default            # default: all namespaces
+//!   - {apiVersion: v1, kind: Secret}
+//! namespace: default            # default: all namespaces (applies to every kind above)
 //! labelSelector: "app=web"      # only `for` objects matching it
 //! generationChanged: true       # skip updates that leave metadata.generation unchanged
 //! resync: 10m                   # ≥ 1s; default: none
@@ -86,9 +86,10 @@ pub struct RateLimiterSettings {
     pub base_delay: Duration,
     /// Cap of the per-key delay (default 1000s).
     pub max_delay: Duration,
-    /// Sustained reconciles per second across keys (default 10).
+    /// Retries (failures and `requeue` answers) per second across keys (default 10); new
+    /// events and `requeue-after` answers are not limited.
     pub qps: f64,
-    /// Reconciles allowed at once above the sustained rate (default 100).
+    /// Retries allowed at once above `qps` (default 100).
     pub burst: u32,
 }
 

@@ -64,6 +64,7 @@ pub struct Plugin {
     context: Arc<PluginContext>,
     current: RwLock<Arc<Loaded>>,
     probation: parking_lot::Mutex<Option<Probation>>,
+    rejected: parking_lot::Mutex<Option<String>>,
     failures: Option<PluginFailures>,
     on_rollback: Option<RollbackHook>,
 }
@@ -90,6 +91,7 @@ impl Plugin {
             context,
             current: RwLock::new(Arc::new(loaded)),
             probation: parking_lot::Mutex::new(None),
+            rejected: parking_lot::Mutex::new(None),
             failures,
             on_rollback: None,
         }
@@ -137,6 +139,13 @@ impl Plugin {
         });
     }
 
+    /// The digest of the last module rolled back, if any: the same bytes should not be swapped
+    /// in again.
+    #[must_use]
+    pub fn rejected(&self) -> Option<String> {
+        self.rejected.lock().clone()
+    }
+
     /// Settles the probation of `ran` after a call: a good call ends it, the
     /// [`PROBATION_TRAPS`]th trap rolls back.
     fn judge(&self, ran: &Arc<Loaded>, result: &Result<bindings::Action, GuestFailure>) {
@@ -160,6 +169,7 @@ impl Plugin {
                         trial.previous.module.digest()
                     );
                     drop(probation);
+                    *self.rejected.lock() = Some(digest.clone());
                     tracing::error!(plugin = %self.context.name, module = %digest, "{reason}");
                     if let Some(hook) = &self.on_rollback {
                         hook(&digest, &reason);

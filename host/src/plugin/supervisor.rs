@@ -200,6 +200,30 @@ impl Plugins {
             watcher.watch(path, mode)?;
             tracing::info!(path = %path.display(), "watching plugin sources");
         }
+        // Modules kept elsewhere (e.g. a build's output directory) are watched too, so a
+        // rebuilt component reloads without touching its manifest.
+        let module_dirs: std::collections::BTreeSet<PathBuf> = self
+            .running
+            .lock()
+            .await
+            .values()
+            .filter_map(|r| {
+                r.plugin
+                    .context()
+                    .manifest
+                    .module
+                    .parent()
+                    .map(Path::to_owned)
+            })
+            .filter(|dir| !self.sources.iter().any(|source| dir.starts_with(source)))
+            .collect();
+        for dir in module_dirs {
+            match watcher.watch(&dir, RecursiveMode::NonRecursive) {
+                Ok(()) => tracing::info!(path = %dir.display(), "watching plugin modules"),
+                Err(error) => tracing::warn!(path = %dir.display(), %error,
+                    "cannot watch a plugin module's directory; its changes need a manifest change"),
+            }
+        }
         loop {
             tokio::select! {
                 biased;
@@ -278,17 +302,23 @@ impl Plugins {
                 continue;
             }
             seen.insert(name.clone(), path.clone());
-            if let Some(old) = previous.filter(|old| *old != name) {
-                // The file now names another plugin: the old one goes, the new one comes.
-                self.stop(&mut running, &old).await;
-            }
+            let renamed_from = previous.filter(|old| *old != name);
             let result = match running.get(&name) {
-                None => self.add(&mut running, path, manifest, text).await,
+                None => self.add(&mut running, path.clone(), manifest, text).await,
                 Some(current) if current.manifest_text != text => {
-                    self.rebuild(&mut running, path, manifest, text).await
+                    self.rebuild(&mut running, path.clone(), manifest, text)
+                        .await
                 }
                 Some(_) => self.swap_if_changed(&mut running, &manifest).await,
             };
+            if let Some(old) = renamed_from {
+                // The file now names another plugin: the old one goes once the new one runs.
+                if result.is_ok() {
+                    self.stop(&mut running, &old).await;
+                } else {
+                    seen.insert(old, path.clone());
+                }
+            }
             match result {
                 Ok(false) => {}
                 Ok(true) => {
@@ -380,7 +410,13 @@ impl Plugins {
                         source,
                     },
                 })?;
-        if hex_sha256(&bytes) == current.plugin.module().digest() {
+        let digest = hex_sha256(&bytes);
+        if digest == current.plugin.module().digest()
+            || current
+                .plugin
+                .rejected()
+                .is_some_and(|rejected| rejected == digest)
+        {
             return Ok(false);
         }
         let module = self
@@ -413,19 +449,20 @@ impl Plugins {
         // Everything that can fail happens before the old controller stops.
         let module = self.module(&manifest).await?;
         let spec = controller_spec(&manifest);
-        let mut pins = Vec::new();
-        let for_scope = Scope {
+        // Hold every informer the new version needs, so the kinds it shares with the old one
+        // keep their caches across the swap and a kind that cannot be watched fails now.
+        let mut scopes: Vec<Scope> = cache_scopes(&manifest)
+            .into_iter()
+            .map(|(_, s)| s)
+            .collect();
+        scopes.push(Scope {
             api_version: spec.for_kind.api_version.clone(),
             kind: spec.for_kind.kind.clone(),
             namespace: spec.namespace.clone(),
             label_selector: spec.label_selector.clone(),
-        };
-        for scope in std::iter::once(for_scope).chain(spec.owns.iter().map(|kind| Scope {
-            api_version: kind.api_version.clone(),
-            kind: kind.kind.clone(),
-            namespace: spec.namespace.clone(),
-            label_selector: None,
-        })) {
+        });
+        let mut pins = Vec::new();
+        for scope in scopes {
             match self.runtime.informer(scope.clone()).await {
                 Ok(_) => pins.push(scope),
                 Err(source) => {

@@ -5,6 +5,8 @@ mod cache;
 mod client;
 mod events;
 mod log;
+#[cfg(test)]
+mod tests;
 
 use super::api::Target;
 use super::bindings::{CallError, Kind, ObjectRef};
