@@ -39,7 +39,6 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
-use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -49,15 +48,15 @@ use crate::cli::EXIT_CONFIG;
 use crate::config::HostConfig;
 use crate::controller::ObjectKey;
 use crate::informer::{CachedObject, Store};
-use crate::plugin::api::{ApiBackend, ApiCall, ApiFuture, PatchDoc, Recorder, SharedApi};
+use crate::plugin::api::{ApiCall, PatchDoc, Recorder, SharedApi};
 use crate::plugin::context::PluginContext;
 use crate::plugin::engine::{EngineError, EngineSettings, PluginEngine};
 use crate::plugin::loader::cache_scopes;
-use crate::plugin::manifest::{Grant, Manifest, Verb};
+use crate::plugin::manifest::{Grant, Manifest};
 use crate::plugin::module::{Module, ModuleLoader};
 use crate::plugin::reconciler::Plugin;
 use crate::plugin::selector::LabelSelector;
-use crate::plugin::{CallError, GuestAction, Kind, ObjectRef};
+use crate::plugin::{GuestAction, Kind, ObjectRef};
 use crate::runtime::KindRef;
 
 /// Exit code of `reconcile` when the guest failed (returned `err`, trapped, overran a limit).
@@ -65,28 +64,6 @@ pub const EXIT_GUEST_FAILED: u8 = 1;
 
 /// The `client` import, which needs grants.
 const CLIENT_IMPORT: &str = "kube:reconcile/client@";
-
-/// Kinds every Kubernetes cluster serves, as `apiVersion Kind Kind ...`. Calls on them (and on
-/// the kinds the manifest and the fixtures name) reach [`GrantCheck`], so a refused one is
-/// listed; see [`opened`].
-const BUILT_IN_KINDS: [&str; 12] = [
-    "v1 ConfigMap Endpoints Event LimitRange Namespace Node PersistentVolume \
-     PersistentVolumeClaim Pod ReplicationController ResourceQuota Secret Service ServiceAccount",
-    "apps/v1 ControllerRevision DaemonSet Deployment ReplicaSet StatefulSet",
-    "batch/v1 CronJob Job",
-    "autoscaling/v2 HorizontalPodAutoscaler",
-    "policy/v1 PodDisruptionBudget",
-    "networking.k8s.io/v1 Ingress IngressClass NetworkPolicy",
-    "rbac.authorization.k8s.io/v1 ClusterRole ClusterRoleBinding Role RoleBinding",
-    "coordination.k8s.io/v1 Lease",
-    "discovery.k8s.io/v1 EndpointSlice",
-    "storage.k8s.io/v1 StorageClass",
-    "scheduling.k8s.io/v1 PriorityClass",
-    "apiextensions.k8s.io/v1 CustomResourceDefinition",
-];
-
-/// Subresources of built-in kinds a guest may write, opened along with the kinds.
-const SUBRESOURCES: &str = "status scale ephemeralcontainers resize approval finalize";
 
 /// Arguments of `check`.
 #[derive(Debug, Args)]
@@ -370,7 +347,7 @@ impl Fixture {
 struct Run {
     plugin: Plugin,
     object: Fixture,
-    backend: Arc<GrantCheck>,
+    backend: Arc<Recorder>,
 }
 
 /// Reads the manifest, the component, the object and the fixtures.
@@ -396,16 +373,9 @@ async fn prepare(args: &ReconcileArgs) -> anyhow::Result<Run> {
     let recorder = Recorder::with_objects(&texts)
         .map_err(anyhow::Error::msg)
         .context("cannot index the objects for live reads")?;
-    let manifest = Arc::new(manifest);
-    let backend = Arc::new(GrantCheck {
-        manifest: Arc::clone(&manifest),
-        recorder,
-        denied: Mutex::default(),
-    });
-    let known = fixtures.iter().chain([&object]).map(|f| f.kind.clone());
-    let opened = Arc::new(opened(&manifest, known));
+    let backend = Arc::new(recorder);
     let api: SharedApi = backend.clone();
-    let context = Arc::new(PluginContext::new(opened, caches, api));
+    let context = Arc::new(PluginContext::new(Arc::new(manifest), caches, api));
     Ok(Run {
         plugin: Plugin::new(context, module, None),
         object,
@@ -632,86 +602,6 @@ fn caches(
     Ok(caches)
 }
 
-/// `manifest` with its grants opened: besides its own grants, every verb, namespace and common
-/// subresource on each of `known` kinds, the kinds it names and [`BUILT_IN_KINDS`], except
-/// `events.k8s.io/v1` Events. The host's grant check then passes those calls on to
-/// [`GrantCheck`], which applies the real grants (with the same [`Manifest::allows`], so the
-/// guest gets the same answer) and lists what they refuse. A call on any other kind (or a rare
-/// subresource) is refused by the host's own check, with the same message for a kind, but is
-/// not listed.
-fn opened(manifest: &Manifest, known: impl IntoIterator<Item = KindRef>) -> Manifest {
-    let mut kinds: BTreeSet<KindRef> = known.into_iter().collect();
-    kinds.insert(manifest.for_kind.clone());
-    kinds.extend(manifest.owns.iter().cloned());
-    kinds.extend(manifest.cache.iter().cloned());
-    kinds.extend(manifest.grants.iter().map(|grant| grant.kind.clone()));
-    for line in BUILT_IN_KINDS {
-        let mut words = line.split_whitespace();
-        let api_version = words.next().unwrap_or_default();
-        kinds.extend(words.map(|kind| KindRef::new(api_version, kind)));
-    }
-    kinds.remove(&event_kind());
-    let mut subresources: BTreeSet<String> =
-        SUBRESOURCES.split_whitespace().map(str::to_owned).collect();
-    for grant in &manifest.grants {
-        subresources.extend(grant.subresources.iter().cloned());
-    }
-    let mut opened = manifest.clone();
-    opened.grants.extend(kinds.into_iter().map(|kind| Grant {
-        kind,
-        verbs: Verb::ALL.to_vec(),
-        namespaces: None,
-        subresources: subresources.iter().cloned().collect(),
-    }));
-    opened
-}
-
-fn event_kind() -> KindRef {
-    KindRef::new("events.k8s.io/v1", "Event")
-}
-
-/// Where a local reconcile's calls go: each is checked against the plugin's grants, as the
-/// host's `client` import checks them; a refused call is recorded with its message and answered
-/// `denied`, an allowed one goes to the [`Recorder`].
-struct GrantCheck {
-    manifest: Arc<Manifest>,
-    recorder: Recorder,
-    denied: Mutex<Vec<(ApiCall, String)>>,
-}
-
-impl ApiBackend for GrantCheck {
-    fn call(&self, call: ApiCall) -> ApiFuture<'_> {
-        if let Some((verb, subresource)) = grant_needed(&call) {
-            let target = call.target();
-            let allowed =
-                self.manifest
-                    .allows(&target.kind, verb, target.namespace.as_deref(), subresource);
-            if let Err(denied) = allowed {
-                let message = denied.to_string();
-                self.denied.lock().push((call, message.clone()));
-                return Box::pin(std::future::ready(Err(CallError::Denied(message))));
-            }
-        }
-        self.recorder.call(call)
-    }
-}
-
-/// The verb (and subresource) the `client` import checks for `call`; `None` for Event creates,
-/// which the `events` import makes without a grant (the host checked a `client` call on Events
-/// already, as their grants are not opened).
-fn grant_needed(call: &ApiCall) -> Option<(Verb, Option<&str>)> {
-    match call {
-        ApiCall::Create { target, .. } if target.kind == event_kind() => None,
-        ApiCall::Apply { subresource, .. } | ApiCall::Patch { subresource, .. } => {
-            Some((Verb::Patch, subresource.as_deref()))
-        }
-        ApiCall::Create { .. } => Some((Verb::Create, None)),
-        ApiCall::Replace { .. } => Some((Verb::Update, None)),
-        ApiCall::Delete { .. } => Some((Verb::Delete, None)),
-        ApiCall::Get { .. } => Some((Verb::Get, None)),
-    }
-}
-
 impl Run {
     /// Calls the guest once, in a `reconcile` span like the host's.
     async fn reconcile(&self, requeues: u32) -> Outcome {
@@ -738,17 +628,10 @@ impl Run {
         Outcome {
             action,
             error,
-            calls: self
-                .backend
-                .recorder
-                .calls()
-                .iter()
-                .map(CallRecord::from)
-                .collect(),
+            calls: self.backend.calls().iter().map(CallRecord::from).collect(),
             denied: self
                 .backend
-                .denied
-                .lock()
+                .refused_calls()
                 .iter()
                 .map(|(call, message)| DeniedRecord {
                     call: CallRecord::from(call),
@@ -992,14 +875,6 @@ mod tests {
         }
     }
 
-    fn grant_check() -> GrantCheck {
-        GrantCheck {
-            manifest: Arc::new(manifest()),
-            recorder: Recorder::default(),
-            denied: Mutex::default(),
-        }
-    }
-
     #[test]
     fn documents_lists_and_empty_documents_give_one_value_per_object() {
         let text = "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\n---\n\
@@ -1049,78 +924,6 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("needs `apiVersion`, `kind` and `metadata.name`")
-        );
-    }
-
-    #[tokio::test]
-    async fn refused_calls_are_recorded_with_the_hosts_message_and_allowed_ones_reach_the_recorder()
-    {
-        let check = grant_check();
-        let allowed = apply("apps/v1", "Deployment", "default");
-        assert!(check.call(allowed.clone()).await.is_ok());
-        let refused = apply("apps/v1", "Deployment", "prod");
-        let Err(CallError::Denied(message)) = check.call(refused.clone()).await else {
-            panic!("a Deployment in prod is not granted");
-        };
-        let expected = manifest()
-            .allows(
-                &KindRef::new("apps/v1", "Deployment"),
-                Verb::Patch,
-                Some("prod"),
-                None,
-            )
-            .unwrap_err()
-            .to_string();
-        assert_eq!(message, expected);
-        assert_eq!(check.recorder.calls(), [allowed]);
-        assert_eq!(*check.denied.lock(), [(refused, expected)]);
-    }
-
-    #[tokio::test]
-    async fn events_need_no_grant() {
-        let check = grant_check();
-        let event = ApiCall::Create {
-            target: Target {
-                kind: event_kind(),
-                namespace: Some("default".to_owned()),
-                name: "x.1".to_owned(),
-            },
-            object: json!({}),
-            field_manager: "web".to_owned(),
-        };
-        assert!(check.call(event).await.is_ok());
-        assert!(check.denied.lock().is_empty());
-    }
-
-    #[test]
-    fn opened_grants_let_known_kinds_through_to_the_check_but_not_events() {
-        let manifest = manifest();
-        let opened = opened(&manifest, [KindRef::new("example.com/v1", "Gadget")]);
-        for kind in [
-            KindRef::new("v1", "Secret"),
-            KindRef::new("example.com/v1", "Gadget"),
-            KindRef::new("example.com/v1", "Website"),
-        ] {
-            opened
-                .allows(&kind, Verb::Delete, Some("any"), Some("status"))
-                .unwrap();
-        }
-        let unknown = KindRef::new("example.com/v1", "Unknown");
-        assert_eq!(
-            opened
-                .allows(&unknown, Verb::Get, None, None)
-                .unwrap_err()
-                .to_string(),
-            manifest
-                .allows(&unknown, Verb::Get, None, None)
-                .unwrap_err()
-                .to_string(),
-            "a kind nobody knows gets the message the real grants give"
-        );
-        assert!(
-            opened
-                .allows(&event_kind(), Verb::Create, Some("default"), None)
-                .is_err()
         );
     }
 

@@ -122,6 +122,12 @@ pub type ApiFuture<'a> = Pin<Box<dyn Future<Output = ApiResult> + Send + 'a>>;
 pub trait ApiBackend: Send + Sync + 'static {
     /// Performs `call`.
     fn call(&self, call: ApiCall) -> ApiFuture<'_>;
+
+    /// Told of a call the plugin's grants refused (it was not performed); `message` is what the
+    /// guest got. Nothing by default.
+    fn refused(&self, call: &ApiCall, message: &str) {
+        let _ = (call, message);
+    }
 }
 
 /// The API server, through the host's client (rate limits and retries included).
@@ -305,12 +311,13 @@ fn call_error(error: kube::Error) -> CallError {
     }
 }
 
-/// Records every call and answers from fixtures instead of an API server: for running a
-/// reconcile locally. Apply, patch, create and replace answer with the object sent (patches:
+/// Records every call (and every call the grants refused) and answers from fixtures instead of
+/// an API server: for running a reconcile locally. Apply, patch, create and replace answer with the object sent (patches:
 /// the target's fixture, if any, or `{}`); get answers with the fixture; delete succeeds.
 #[derive(Debug, Default)]
 pub struct Recorder {
     calls: Mutex<Vec<ApiCall>>,
+    refused: Mutex<Vec<(ApiCall, String)>>,
     objects: HashMap<(KindRef, Option<String>, String), String>,
 }
 
@@ -341,6 +348,12 @@ impl Recorder {
         self.calls.lock().clone()
     }
 
+    /// The calls the grants refused so far, in order, with the message the guest got.
+    #[must_use]
+    pub fn refused_calls(&self) -> Vec<(ApiCall, String)> {
+        self.refused.lock().clone()
+    }
+
     fn fixture(&self, target: &Target) -> Option<String> {
         self.objects
             .get(&(
@@ -366,6 +379,10 @@ impl ApiBackend for Recorder {
         };
         self.calls.lock().push(call);
         Box::pin(std::future::ready(Ok(answer)))
+    }
+
+    fn refused(&self, call: &ApiCall, message: &str) {
+        self.refused.lock().push((call.clone(), message.to_owned()));
     }
 }
 

@@ -18,15 +18,15 @@ impl GuestState {
         call: ApiCall,
     ) -> impl Future<Output = ApiResult> + Send + 'static {
         let plugin = Arc::clone(&self.plugin);
+        let target = call.target();
         let checked = plugin
             .manifest
-            .allows(
-                &call.target().kind,
-                verb,
-                call.target().namespace.as_deref(),
-                subresource,
-            )
-            .map_err(|denied| CallError::Denied(denied.to_string()));
+            .allows(&target.kind, verb, target.namespace.as_deref(), subresource)
+            .map_err(|denied| {
+                let message = denied.to_string();
+                plugin.api.refused(&call, &message);
+                CallError::Denied(message)
+            });
         async move {
             checked?;
             plugin.api.call(call).await

@@ -211,6 +211,12 @@ async fn client_calls_outside_the_grants_are_denied_before_the_backend() {
         );
     }
     assert!(recorder.calls().is_empty());
+    let refused = recorder.refused_calls();
+    assert_eq!(refused.len(), 4, "every refusal is reported to the backend");
+    assert!(
+        refused[1].1.contains("add `delete` to the `verbs`"),
+        "{refused:?}"
+    );
 }
 
 #[tokio::test]
