@@ -279,7 +279,9 @@ async fn load_plugins(
     client: kube::Client,
 ) -> anyhow::Result<Option<Arc<Plugins>>> {
     if config.plugins.is_empty() {
-        tracing::warn!("no plugins configured; pass --plugin <manifest or directory> or set `plugins:`");
+        tracing::warn!(
+            "no plugins configured; pass --plugin <manifest or directory> or set `plugins:`"
+        );
         return Ok(None);
     }
     let engine = engine(config.module_cache_dir())?;
@@ -291,8 +293,14 @@ async fn load_plugins(
         api,
         config.plugins.clone(),
     ));
-    let loaded = plugins.load_all().await.context("cannot load the plugins")?;
-    tracing::info!(plugins = loaded, "plugins loaded; watching their sources for changes");
+    let loaded = plugins
+        .load_all()
+        .await
+        .context("cannot load the plugins")?;
+    tracing::info!(
+        plugins = loaded,
+        "plugins loaded; watching their sources for changes"
+    );
     Ok(Some(plugins))
 }
 
