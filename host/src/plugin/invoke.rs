@@ -13,9 +13,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use wasmtime::component::{ComponentType, Lower, TypedFunc};
 use wasmtime::{Store, UpdateDeadline};
 
-use super::bindings::{self, Reconciler};
+use super::bindings::{self, Kind};
 use super::context::PluginContext;
 use super::manifest::InstanceReuse;
 use super::module::Module;
@@ -69,10 +70,42 @@ impl GuestFailure {
     }
 }
 
+/// The `request` record of the `reconcile` export, borrowing what the host already holds (the
+/// key, the cached object's JSON) where the generated `Request` owns copies: lowering copies it
+/// straight into guest memory. Checked against the component's export each time an instance is
+/// created.
+#[derive(ComponentType, Lower, Clone, Copy, Debug)]
+#[component(record)]
+pub(crate) struct RequestView<'a> {
+    /// The object to reconcile.
+    pub(crate) target: TargetView<'a>,
+    /// The cached object as JSON text; `None` when it no longer exists.
+    pub(crate) object: Option<&'a str>,
+    /// How many times in a row this key has failed.
+    pub(crate) requeues: u32,
+}
+
+/// The `object-ref` record, borrowed.
+#[derive(ComponentType, Lower, Clone, Copy, Debug)]
+#[component(record)]
+pub(crate) struct TargetView<'a> {
+    /// The object's kind.
+    pub(crate) kind: &'a Kind,
+    /// Its namespace; `None` for cluster-scoped kinds.
+    pub(crate) namespace: Option<&'a str>,
+    /// Its name.
+    pub(crate) name: &'a str,
+}
+
+/// The `reconcile` export, typed. Calls may pass requests that borrow for less than `'static`:
+/// a component function copies its arguments in and keeps no reference to them.
+type ReconcileFunc =
+    TypedFunc<(RequestView<'static>,), (Result<bindings::Action, bindings::ReconcileError>,)>;
+
 /// An instance with its store, kept between calls in reuse mode.
 struct Warm {
     store: Store<GuestState>,
-    instance: Reconciler,
+    reconcile: ReconcileFunc,
     calls: u32,
 }
 
@@ -107,11 +140,11 @@ impl InstancePool {
 /// # Errors
 /// [`GuestFailure`] when the guest returns an error, traps, overruns its deadline or memory, or
 /// cannot be instantiated.
-pub async fn reconcile(
+pub(crate) async fn reconcile(
     module: &Module,
     plugin: &Arc<PluginContext>,
     pool: Option<&InstancePool>,
-    request: &bindings::Request,
+    request: RequestView<'_>,
 ) -> Result<bindings::Action, GuestFailure> {
     let limits = plugin.manifest.limits;
     // One deadline for the whole call, instantiation included.
@@ -123,15 +156,15 @@ pub async fn reconcile(
     };
     warm.store.data_mut().deadline = deadline;
     warm.store.set_epoch_deadline(1);
-    let call = warm.instance.call_reconcile(&mut warm.store, request);
+    let call = warm.reconcile.call_async(&mut warm.store, (request,));
     let outcome = tokio::time::timeout_at((deadline + DEADLINE_GRACE).into(), call).await;
     warm.store.data().flush_stdio();
     warm.calls += 1;
     let result = match outcome {
         Err(_elapsed) => Err(GuestFailure::Deadline(limits.deadline)),
         Ok(Err(error)) => Err(classify(error, limits.deadline, limits.memory)),
-        Ok(Ok(Ok(action))) => Ok(action),
-        Ok(Ok(Err(error))) => Err(GuestFailure::Returned(error.message)),
+        Ok(Ok((Ok(action),))) => Ok(action),
+        Ok(Ok((Err(error),))) => Err(GuestFailure::Returned(error.message)),
     };
     if let Some(pool) = pool {
         let healthy = matches!(result, Ok(_) | Err(GuestFailure::Returned(_)));
@@ -162,7 +195,7 @@ async fn instantiate(
     let limits = plugin.manifest.limits;
     let instance = tokio::time::timeout_at(
         (deadline + DEADLINE_GRACE).into(),
-        module.pre().instantiate_async(&mut store),
+        module.pre().instance_pre().instantiate_async(&mut store),
     )
     .await
     .map_err(|_elapsed| GuestFailure::Deadline(limits.deadline))?
@@ -172,9 +205,12 @@ async fn instantiate(
             other => other,
         },
     )?;
+    let reconcile = instance
+        .get_typed_func(&mut store, "reconcile")
+        .map_err(|error| GuestFailure::Instantiate(error.into()))?;
     Ok(Warm {
         store,
-        instance,
+        reconcile,
         calls: 0,
     })
 }

@@ -8,7 +8,7 @@ use parking_lot::RwLock;
 
 use super::bindings::{self, Kind, ObjectRef};
 use super::context::PluginContext;
-use super::invoke::{self, GuestFailure, InstancePool};
+use super::invoke::{self, GuestFailure, InstancePool, RequestView, TargetView};
 use super::module::Module;
 use crate::controller::{Action, Reconciler, Request};
 use crate::informer::CachedObject;
@@ -190,19 +190,23 @@ impl Plugin {
         object: Option<String>,
         requeues: u32,
     ) -> Result<bindings::Action, PluginError> {
-        let loaded = Arc::clone(&self.current.read());
-        let request = bindings::Request {
-            target,
-            object,
+        self.call_view(RequestView {
+            target: TargetView {
+                kind: &target.kind,
+                namespace: target.namespace.as_deref(),
+                name: &target.name,
+            },
+            object: object.as_deref(),
             requeues,
-        };
-        let result = invoke::reconcile(
-            &loaded.module,
-            &self.context,
-            loaded.pool.as_ref(),
-            &request,
-        )
-        .await;
+        })
+        .await
+    }
+
+    /// [`call`](Self::call) with a request borrowing its strings.
+    async fn call_view(&self, request: RequestView<'_>) -> Result<bindings::Action, PluginError> {
+        let loaded = Arc::clone(&self.current.read());
+        let result =
+            invoke::reconcile(&loaded.module, &self.context, loaded.pool.as_ref(), request).await;
         self.judge(&loaded, &result);
         result.map_err(|failure| {
             if let Some(failures) = &self.failures {
@@ -242,13 +246,17 @@ impl Reconciler for PluginReconciler {
     type Error = PluginError;
 
     async fn reconcile(&self, request: Request<CachedObject>) -> Result<Action, PluginError> {
-        let target = ObjectRef {
-            kind: self.kind.clone(),
-            namespace: request.key.namespace.as_deref().map(str::to_owned),
-            name: request.key.name.to_string(),
+        // Borrowed from the key and the cache: lowering copies them into the guest once.
+        let view = RequestView {
+            target: TargetView {
+                kind: &self.kind,
+                namespace: request.key.namespace.as_deref(),
+                name: &request.key.name,
+            },
+            object: request.object.as_deref().map(CachedObject::json),
+            requeues: request.requeues,
         };
-        let object = request.object.map(|object| object.json().to_owned());
-        let action = self.plugin.call(target, object, request.requeues).await?;
+        let action = self.plugin.call_view(view).await?;
         Ok(match action {
             bindings::Action::Done => Action::Done,
             bindings::Action::Requeue => Action::Requeue,

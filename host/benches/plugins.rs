@@ -1,0 +1,906 @@
+//! Plugin dispatch benchmarks: what the host adds to a bare wasmtime call of the `noop` guest
+//! (`host/tests/guests/noop`, built by this bench), on the one engine every plugin shares.
+//!
+//! 1. bare fresh-instance call: `Store<()>`, instantiate from an `InstancePre`, call `reconcile`
+//!    with a 1 KB and a 16 KB object, drop the store;
+//! 2. dispatch, fresh instance per call: `PluginReconciler::reconcile` per call, and a
+//!    controller loop per key (dequeue → cached object → guest → action applied to the queue,
+//!    one worker), each as a multiple of (1);
+//! 3. reconciles/s of a controller with 2 workers over 10,000 cached 1 KB objects, all keys
+//!    queued, until all are processed: the `noop` guest vs a native no-op reconciler;
+//! 4. instance reuse (`instanceReuse: {maxCalls: 100000}`): dispatch per call at 1 KB vs a bare
+//!    call on one reused instance.
+//!
+//! Every per-call variant cycles through the same 1,000 distinct objects. Each number is given
+//! as wall-clock time and as CPU time (the scheduler's accounting of the threads doing the
+//! work), which stays meaningful when other processes compete for the cores; for (3) the CPU
+//! time per reconcile also gives the rate the workers would reach with every core to
+//! themselves.
+//!
+//! Run: `cargo bench -p reconcile-host --bench plugins` (about 90 s on 2 idle cores);
+//! `PLUGINS_QUICK=1` for a smoke run of about 20 s; criterion's filter arguments select
+//! benchmarks (`-- reuse/`). Besides criterion's lines it prints one `RESULT` table with every
+//! number the README quotes and the goals. No tracing subscriber is installed, so spans cost
+//! what a disabled callsite costs. `RUST_BACKTRACE`/`RUST_LIB_BACKTRACE` are removed (the bench
+//! runs itself again without them) because error values would capture backtraces.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput, measurement::WallTime};
+use reconcile_host::controller::{Action, Controller, ObjectKey, Reconciler, Request};
+use reconcile_host::informer::CachedObject;
+use reconcile_host::plugin::api::Recorder;
+use reconcile_host::plugin::context::PluginContext;
+use reconcile_host::plugin::engine::{EngineSettings, PluginEngine};
+use reconcile_host::plugin::manifest::Manifest;
+use reconcile_host::plugin::module::ModuleLoader;
+use reconcile_host::plugin::reconciler::{Plugin, PluginReconciler};
+use reconcile_host::queue::{RateLimitingQueue, default_controller_limiter};
+use serde_json::json;
+use tokio::runtime::Runtime;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use wasmtime::Store;
+use wasmtime::component::{
+    Component, ComponentExportIndex, ComponentType, InstancePre, Lift, Linker, Lower, TypedFunc,
+};
+
+/// Objects behind the throughput run (part 3).
+const THROUGHPUT_OBJECTS: usize = 10_000;
+/// Workers of the throughput run: one per core of the reference machine.
+const THROUGHPUT_WORKERS: usize = 2;
+/// Distinct keys cycled through by the per-key controller loops.
+const LOOP_OBJECTS: usize = 1_000;
+/// Object sizes of parts 1 and 2.
+const SIZES: [(&str, usize); 2] = [("1KB", 1 << 10), ("16KB", 16 << 10)];
+/// The reuse manifest's `maxCalls`.
+const REUSE_MAX_CALLS: u32 = 100_000;
+
+// Goals.
+const FRESH_RATIO_GOAL: f64 = 1.3;
+const THROUGHPUT_GOAL: f64 = 120_000.0;
+const REUSE_OVERHEAD_GOAL_US: f64 = 0.6;
+
+// The `reconcile` export's types, mirrored for wasmtime's typed-function API (the host's
+// generated bindings are private to the crate). Lowering and lifting cost what the generated
+// bindings cost: both are the same derive.
+
+#[derive(ComponentType, Lower)]
+#[component(record)]
+struct GuestKind {
+    #[component(name = "api-version")]
+    api_version: String,
+    kind: String,
+}
+
+#[derive(ComponentType, Lower)]
+#[component(record)]
+struct GuestObjectRef {
+    kind: GuestKind,
+    namespace: Option<String>,
+    name: String,
+}
+
+#[derive(ComponentType, Lower)]
+#[component(record)]
+struct GuestRequest {
+    target: GuestObjectRef,
+    object: Option<String>,
+    requeues: u32,
+}
+
+#[derive(ComponentType, Lift, Debug, PartialEq, Eq)]
+#[component(variant)]
+enum GuestAction {
+    #[component(name = "done")]
+    Done,
+    #[component(name = "requeue")]
+    Requeue,
+    #[component(name = "requeue-after")]
+    RequeueAfter(u32),
+}
+
+#[derive(ComponentType, Lift)]
+#[component(record)]
+struct GuestError {
+    message: String,
+}
+
+type GuestResult = Result<GuestAction, GuestError>;
+
+fn assert_done(result: GuestResult) {
+    match result {
+        Ok(action) => assert_eq!(action, GuestAction::Done),
+        Err(error) => panic!("the noop guest returned an error: {}", error.message),
+    }
+}
+
+fn main() {
+    if std::env::var_os("RUST_BACKTRACE").is_some()
+        || std::env::var_os("RUST_LIB_BACKTRACE").is_some()
+    {
+        // Error values capture a backtrace when these are set; run again without them.
+        let status = Command::new(std::env::current_exe().expect("own path"))
+            .args(std::env::args_os().skip(1))
+            .env_remove("RUST_BACKTRACE")
+            .env_remove("RUST_LIB_BACKTRACE")
+            .status()
+            .expect("bench re-runs itself");
+        std::process::exit(status.code().unwrap_or(1));
+    }
+    let quick = std::env::var_os("PLUGINS_QUICK").is_some_and(|v| !v.is_empty() && v != "0");
+    let load_before = loadavg();
+    let sample_size = if quick { 10 } else { 30 };
+    let bench = Bench::new(build_noop(), sample_size);
+    let mut criterion = Criterion::default()
+        .warm_up_time(Duration::from_millis(if quick { 200 } else { 1_000 }))
+        .measurement_time(Duration::from_millis(if quick { 400 } else { 3_000 }))
+        .sample_size(sample_size)
+        .without_plots()
+        .configure_from_args();
+    let mut results = Results::default();
+    bench.fresh(&mut criterion, &mut results);
+    bench.throughput(&mut criterion, &mut results, quick);
+    bench.reuse(&mut criterion, &mut results);
+    criterion.final_summary();
+    results.print(&load_before, &loadavg(), quick);
+}
+
+/// Builds the `noop` component the way the integration tests build their guests and returns
+/// its path.
+fn build_noop() -> PathBuf {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("host/ has a parent")
+        .to_owned();
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace.join("target"), PathBuf::from);
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .current_dir(&workspace)
+        .args([
+            "build",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+            "-p",
+            "noop",
+        ])
+        .arg("--target-dir")
+        .arg(&target)
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "building the noop guest failed");
+    target.join("wasm32-wasip2/release/noop.wasm")
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|text| {
+            text.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_else(|_| "unknown".to_owned())
+}
+
+/// A ConfigMap of about `bytes` bytes of JSON (metadata plus a data section).
+fn config_map(i: usize, bytes: usize) -> String {
+    let object = |entries: usize| {
+        let data: serde_json::Map<String, serde_json::Value> = (0..entries)
+            .map(|k| {
+                (
+                    format!("key-{k:04}"),
+                    json!(format!("{i:08}-{}", "x".repeat(96))),
+                )
+            })
+            .collect();
+        json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": format!("cm-{i:06}"),
+                "namespace": "default",
+                "resourceVersion": "1",
+                "labels": {"app": "bench", "shard": format!("{}", i % 16)},
+            },
+            "data": data,
+        })
+        .to_string()
+    };
+    // Every data entry after the first adds the same number of bytes.
+    let (one, two) = (object(1).len(), object(2).len());
+    object(1 + bytes.saturating_sub(one) / (two - one))
+}
+
+fn current_thread() -> Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+fn multi_thread(workers: usize) -> Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// Nanoseconds on a CPU of the threads listed in `dir` (`/proc/thread-self` for the calling
+/// thread, `/proc/self/task` for the whole process), as the scheduler accounts them (updated at
+/// least every scheduler tick, so a reading may be a few milliseconds behind).
+fn cpu_time(dir: &str) -> Duration {
+    let runtime = |path: &Path| -> Option<u64> {
+        let stat = std::fs::read_to_string(path.join("schedstat")).ok()?;
+        stat.split_whitespace().next()?.parse().ok()
+    };
+    let nanos = if dir.ends_with("task") {
+        std::fs::read_dir(dir)
+            .map(|tasks| {
+                tasks
+                    .filter_map(Result::ok)
+                    .filter_map(|task| runtime(&task.path()))
+                    .sum()
+            })
+            .unwrap_or(0)
+    } else {
+        runtime(Path::new(dir)).unwrap_or(0)
+    };
+    Duration::from_nanos(nanos)
+}
+
+/// Whose CPU time a measurement counts.
+#[derive(Clone, Copy)]
+enum Cpu {
+    /// The calling thread (a current-thread runtime does all the work on it).
+    Thread,
+    /// Every thread of the process.
+    Process,
+}
+
+impl Cpu {
+    fn now(self) -> Duration {
+        match self {
+            Self::Thread => cpu_time("/proc/thread-self"),
+            Self::Process => cpu_time("/proc/self/task"),
+        }
+    }
+}
+
+/// Seconds per iteration: wall clock and CPU time, medians over criterion's measured samples.
+#[derive(Clone, Copy, Debug)]
+struct Timing {
+    wall: f64,
+    cpu: f64,
+}
+
+/// Runs `routine(iters)` (returning the wall time of `iters` iterations) as criterion bench
+/// `id` of `group`; returns the medians per iteration over the last `sample_size` samples
+/// (criterion's measured ones; its warm-up comes first), `None` when filtered out.
+fn measure(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    id: &str,
+    sample_size: usize,
+    cpu: Cpu,
+    mut routine: impl FnMut(u64) -> Duration,
+) -> Option<Timing> {
+    let mut samples: Vec<(f64, f64)> = Vec::new();
+    group.bench_function(id, |b| {
+        b.iter_custom(|iters| {
+            let before = cpu.now();
+            let wall = routine(iters);
+            let used = cpu.now().saturating_sub(before);
+            let n = iters as f64;
+            samples.push((wall.as_secs_f64() / n, used.as_secs_f64() / n));
+            wall
+        });
+    });
+    let measured = &samples[samples.len().saturating_sub(sample_size)..];
+    let median = |pick: fn(&(f64, f64)) -> f64| {
+        let mut values: Vec<f64> = measured.iter().map(pick).collect();
+        values.sort_by(f64::total_cmp);
+        values.get(values.len() / 2).copied()
+    };
+    Some(Timing {
+        wall: median(|s| s.0)?,
+        cpu: median(|s| s.1)?,
+    })
+}
+
+/// The `reconcile` export on the bare wasmtime path: no host state, no imports.
+struct Bare {
+    pre: InstancePre<()>,
+    reconcile: ComponentExportIndex,
+}
+
+impl Bare {
+    fn new(engine: &PluginEngine, wasm: &Path) -> Self {
+        let component = Component::from_file(engine.engine(), wasm).expect("noop compiles");
+        let mut linker = Linker::<()>::new(engine.engine());
+        // The noop guest imports only the type-only `types` interface.
+        linker
+            .define_unknown_imports_as_traps(&component)
+            .expect("stub imports");
+        let pre = linker.instantiate_pre(&component).expect("pre-linked");
+        let (_, reconcile) = component
+            .get_export(None, "reconcile")
+            .expect("reconcile export");
+        Self { pre, reconcile }
+    }
+
+    fn store(&self) -> Store<()> {
+        let mut store = Store::new(self.pre.engine(), ());
+        store.epoch_deadline_async_yield_and_update(1);
+        store
+    }
+
+    async fn instantiate<'a>(
+        &self,
+        store: &mut Store<()>,
+    ) -> TypedFunc<(&'a GuestRequest,), (GuestResult,)> {
+        let instance = self
+            .pre
+            .instantiate_async(&mut *store)
+            .await
+            .expect("instantiates");
+        instance
+            .get_typed_func(&mut *store, self.reconcile)
+            .expect("reconcile has the world's signature")
+    }
+
+    /// One fresh-instance call.
+    async fn fresh_call(&self, request: &GuestRequest) {
+        let mut store = self.store();
+        let reconcile = self.instantiate(&mut store).await;
+        let (result,) = reconcile
+            .call_async(&mut store, (request,))
+            .await
+            .expect("no trap");
+        assert_done(result);
+    }
+}
+
+fn guest_request(name: &str, json: &str) -> GuestRequest {
+    GuestRequest {
+        target: GuestObjectRef {
+            kind: GuestKind {
+                api_version: "v1".to_owned(),
+                kind: "ConfigMap".to_owned(),
+            },
+            namespace: Some("default".to_owned()),
+            name: name.to_owned(),
+        },
+        object: Some(json.to_owned()),
+        requeues: 0,
+    }
+}
+
+/// Counts reconciles and wakes a waiter when a target count is reached.
+#[derive(Default)]
+struct Counter {
+    done: AtomicU64,
+    target: AtomicU64,
+    reached: Notify,
+}
+
+impl Counter {
+    /// Waits until `target` reconciles have been counted since the last `reset`.
+    async fn wait_for(&self, target: u64) {
+        self.target.store(target, Ordering::SeqCst);
+        // A permit left by an earlier round only wakes this loop once more.
+        while self.done.load(Ordering::SeqCst) < target {
+            self.reached.notified().await;
+        }
+    }
+
+    fn reset(&self) {
+        self.done.store(0, Ordering::SeqCst);
+        self.target.store(u64::MAX, Ordering::SeqCst);
+    }
+}
+
+/// A reconciler that counts the reconciles of `inner`.
+struct Counting<R> {
+    inner: R,
+    counter: Arc<Counter>,
+}
+
+impl<R: Reconciler> Reconciler for Counting<R> {
+    type Object = R::Object;
+    type Error = R::Error;
+
+    async fn reconcile(&self, request: Request<R::Object>) -> Result<Action, R::Error> {
+        let result = self.inner.reconcile(request).await;
+        let done = self.counter.done.fetch_add(1, Ordering::SeqCst) + 1;
+        if done == self.counter.target.load(Ordering::SeqCst) {
+            self.counter.reached.notify_one();
+        }
+        result
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("never")]
+struct Never;
+
+/// A native no-op reconciler.
+struct NativeNoop;
+
+impl Reconciler for NativeNoop {
+    type Object = CachedObject;
+    type Error = Never;
+
+    async fn reconcile(&self, request: Request<CachedObject>) -> Result<Action, Never> {
+        debug_assert!(request.object.is_some());
+        Ok(Action::Done)
+    }
+}
+
+/// A controller over a fixed set of cached objects, with its queue and reconcile counter.
+struct Loop<R: Reconciler> {
+    controller: Arc<Controller<Counting<R>>>,
+    queue: RateLimitingQueue<ObjectKey>,
+    keys: Vec<ObjectKey>,
+    counter: Arc<Counter>,
+}
+
+impl<R: Reconciler<Object = CachedObject>> Loop<R> {
+    fn new(reconciler: R, objects: &[Arc<CachedObject>], workers: usize) -> Self {
+        // Hashed as the informer's store hashes.
+        let map: HashMap<ObjectKey, Arc<CachedObject>, foldhash::fast::RandomState> =
+            objects.iter().map(|o| (o.key(), Arc::clone(o))).collect();
+        let keys = objects.iter().map(|o| o.key()).collect();
+        let queue = RateLimitingQueue::new(default_controller_limiter());
+        let counter = Arc::new(Counter::default());
+        let controller = Controller::new(
+            "bench",
+            queue.clone(),
+            Counting {
+                inner: reconciler,
+                counter: Arc::clone(&counter),
+            },
+            move |key: &ObjectKey| map.get(key).cloned(),
+            workers,
+        );
+        Self {
+            controller: Arc::new(controller),
+            queue,
+            keys,
+            counter,
+        }
+    }
+
+    /// Queues `total` keys (cycling through the objects, at most one round queued at a time)
+    /// and returns the time until all were reconciled. With `prequeue`, the first round is
+    /// queued before the workers start and the clock starts with them.
+    async fn run(&self, total: u64, prequeue: bool) -> Duration {
+        self.counter.reset();
+        let round = self.keys.len() as u64;
+        let first = total.min(round);
+        if prequeue {
+            for key in &self.keys[..first as usize] {
+                self.queue.add(key.clone());
+            }
+        }
+        let intake = CancellationToken::new();
+        let start = Instant::now();
+        let workers = tokio::spawn({
+            let (controller, intake) = (Arc::clone(&self.controller), intake.clone());
+            async move { controller.run(intake, CancellationToken::new()).await }
+        });
+        let mut queued = 0;
+        while queued < total {
+            let batch = (total - queued).min(round);
+            if !(prequeue && queued == 0) {
+                for key in &self.keys[..batch as usize] {
+                    self.queue.add(key.clone());
+                }
+            }
+            queued += batch;
+            self.counter.wait_for(queued).await;
+        }
+        let elapsed = start.elapsed();
+        intake.cancel();
+        workers.await.expect("controller runs");
+        assert!(self.queue.is_empty(), "every key was processed");
+        elapsed
+    }
+}
+
+/// Cached objects of about `bytes` bytes each.
+fn objects(count: usize, bytes: usize) -> Vec<Arc<CachedObject>> {
+    (0..count)
+        .map(|i| Arc::new(CachedObject::from_json(&config_map(i, bytes)).expect("object")))
+        .collect()
+}
+
+struct Bench {
+    engine: PluginEngine,
+    wasm: PathBuf,
+    bare: Bare,
+    /// Criterion's sample size for the per-call benchmarks.
+    sample_size: usize,
+}
+
+impl Bench {
+    fn new(wasm: PathBuf, sample_size: usize) -> Self {
+        let engine = PluginEngine::new(EngineSettings::default()).expect("engine");
+        assert!(engine.pooling(), "the pooling allocator is available");
+        let bare = Bare::new(&engine, &wasm);
+        Self {
+            engine,
+            wasm,
+            bare,
+            sample_size,
+        }
+    }
+
+    /// A plugin reconciler for the noop guest; `extra` is appended to its manifest.
+    fn plugin(&self, rt: &Runtime, extra: &str) -> PluginReconciler {
+        let text = format!(
+            "name: bench\nmodule: {}\nfor: {{apiVersion: v1, kind: ConfigMap}}\n{extra}",
+            self.wasm.display()
+        );
+        let manifest = Manifest::parse(&text, Path::new("/")).expect("manifest");
+        let loader = ModuleLoader::new(self.engine.clone());
+        let module = rt
+            .block_on(loader.load(&manifest.module))
+            .expect("noop loads");
+        let context = PluginContext::new(
+            Arc::new(manifest),
+            HashMap::new(),
+            Arc::new(Recorder::default()),
+        );
+        PluginReconciler::new(Arc::new(Plugin::new(Arc::new(context), module, None)))
+    }
+
+    /// Parts 1 and 2: a fresh instance per call. Every variant cycles through the same
+    /// `LOOP_OBJECTS` distinct objects, so all of them find the objects at the same levels of
+    /// the memory hierarchy.
+    fn fresh(&self, c: &mut Criterion, results: &mut Results) {
+        let rt = current_thread();
+        let _context = rt.enter();
+        let plugin = self.plugin(&rt, "");
+        let sample_size = self.sample_size;
+        let mut group = per_call_group(c, "fresh", sample_size);
+        for (label, bytes) in SIZES {
+            let objects = objects(LOOP_OBJECTS, bytes);
+            let lengths: Vec<usize> = objects.iter().map(|o| o.json().len()).collect();
+            results.sizes.push((
+                label,
+                *lengths.iter().min().expect("objects"),
+                *lengths.iter().max().expect("objects"),
+            ));
+            let requests: Vec<GuestRequest> = objects
+                .iter()
+                .map(|o| guest_request(o.name(), o.json()))
+                .collect();
+            let bare = measure(
+                &mut group,
+                &format!("bare_call/{label}"),
+                sample_size,
+                Cpu::Thread,
+                |n| {
+                    rt.block_on(async {
+                        let start = Instant::now();
+                        for request in requests.iter().cycle().take(n as usize) {
+                            self.bare.fresh_call(request).await;
+                        }
+                        start.elapsed()
+                    })
+                },
+            );
+            let call = measure(
+                &mut group,
+                &format!("plugin_reconciler/{label}"),
+                sample_size,
+                Cpu::Thread,
+                |n| rt.block_on(reconcile_n(&plugin, &objects, n)),
+            );
+            let looped = Loop::new(plugin.clone(), &objects, 1);
+            let controller = measure(
+                &mut group,
+                &format!("controller_loop/{label}"),
+                sample_size,
+                Cpu::Thread,
+                |n| rt.block_on(looped.run(n, false)),
+            );
+            results.fresh.push(FreshRow {
+                label,
+                bare,
+                call,
+                controller,
+            });
+        }
+        let native = Loop::new(NativeNoop, &objects(LOOP_OBJECTS, 1 << 10), 1);
+        results.native_loop = measure(
+            &mut group,
+            "native_noop_controller_loop/1KB",
+            sample_size,
+            Cpu::Thread,
+            |n| rt.block_on(native.run(n, false)),
+        );
+        group.finish();
+    }
+
+    /// Part 3: reconciles/s of 2 workers over 10,000 cached 1 KB objects, all queued before
+    /// the workers start.
+    fn throughput(&self, c: &mut Criterion, results: &mut Results, quick: bool) {
+        let rt = multi_thread(THROUGHPUT_WORKERS);
+        let _context = rt.enter();
+        let objects = objects(THROUGHPUT_OBJECTS, 1 << 10);
+        let mut group = c.benchmark_group("throughput");
+        group
+            .sample_size(10)
+            .sampling_mode(SamplingMode::Flat)
+            .warm_up_time(Duration::from_millis(if quick { 200 } else { 1_000 }))
+            .measurement_time(Duration::from_millis(if quick { 500 } else { 3_000 }))
+            .throughput(Throughput::Elements(THROUGHPUT_OBJECTS as u64));
+        let mut rate = |id: &str, looped: &dyn Fn() -> Duration| {
+            measure(&mut group, id, 10, Cpu::Process, |n| {
+                (0..n).map(|_| looped()).sum()
+            })
+            .map(|run| Timing {
+                wall: run.wall / THROUGHPUT_OBJECTS as f64,
+                cpu: run.cpu / THROUGHPUT_OBJECTS as f64,
+            })
+        };
+        let all = THROUGHPUT_OBJECTS as u64;
+        let plugin = Loop::new(self.plugin(&rt, ""), &objects, THROUGHPUT_WORKERS);
+        results.throughput_fresh = rate("noop_guest_fresh/2_workers", &|| {
+            rt.block_on(plugin.run(all, true))
+        });
+        drop(plugin);
+        let reuse = format!("instanceReuse: {{maxCalls: {REUSE_MAX_CALLS}}}\n");
+        let plugin = Loop::new(self.plugin(&rt, &reuse), &objects, THROUGHPUT_WORKERS);
+        results.throughput_reuse = rate("noop_guest_reuse/2_workers", &|| {
+            rt.block_on(plugin.run(all, true))
+        });
+        drop(plugin);
+        let native = Loop::new(NativeNoop, &objects, THROUGHPUT_WORKERS);
+        results.throughput_native = rate("native_noop/2_workers", &|| {
+            rt.block_on(native.run(all, true))
+        });
+        group.finish();
+    }
+
+    /// Part 4: reused instances, 1 KB.
+    fn reuse(&self, c: &mut Criterion, results: &mut Results) {
+        let rt = current_thread();
+        let _context = rt.enter();
+        let reuse = format!("instanceReuse: {{maxCalls: {REUSE_MAX_CALLS}}}\n");
+        let plugin = self.plugin(&rt, &reuse);
+        let objects = objects(LOOP_OBJECTS, 1 << 10);
+        let requests: Vec<GuestRequest> = objects
+            .iter()
+            .map(|o| guest_request(o.name(), o.json()))
+            .collect();
+        let sample_size = self.sample_size;
+        let mut group = per_call_group(c, "reuse", sample_size);
+        let mut store = self.bare.store();
+        let reconcile = rt.block_on(self.bare.instantiate(&mut store));
+        results.reuse_bare = measure(&mut group, "bare_call/1KB", sample_size, Cpu::Thread, |n| {
+            rt.block_on(async {
+                let start = Instant::now();
+                for request in requests.iter().cycle().take(n as usize) {
+                    let (result,) = reconcile
+                        .call_async(&mut store, (request,))
+                        .await
+                        .expect("no trap");
+                    assert_done(result);
+                }
+                start.elapsed()
+            })
+        });
+        results.reuse_call = measure(
+            &mut group,
+            "plugin_reconciler/1KB",
+            sample_size,
+            Cpu::Thread,
+            |n| rt.block_on(reconcile_n(&plugin, &objects, n)),
+        );
+        let looped = Loop::new(plugin, &objects, 1);
+        results.reuse_loop = measure(
+            &mut group,
+            "controller_loop/1KB",
+            sample_size,
+            Cpu::Thread,
+            |n| rt.block_on(looped.run(n, false)),
+        );
+        group.finish();
+    }
+}
+
+/// A group of per-call benchmarks: equal-sized samples, so each is long enough for the CPU
+/// time readings.
+fn per_call_group<'a>(
+    c: &'a mut Criterion,
+    name: &str,
+    sample_size: usize,
+) -> BenchmarkGroup<'a, WallTime> {
+    let mut group = c.benchmark_group(name);
+    group
+        .sample_size(sample_size)
+        .sampling_mode(SamplingMode::Flat);
+    group
+}
+
+/// `n` calls of `PluginReconciler::reconcile`, cycling through `objects`; their total time.
+async fn reconcile_n(plugin: &PluginReconciler, objects: &[Arc<CachedObject>], n: u64) -> Duration {
+    let keys: Vec<ObjectKey> = objects.iter().map(|o| o.key()).collect();
+    let start = Instant::now();
+    for (key, object) in keys.iter().zip(objects).cycle().take(n as usize) {
+        let action = plugin
+            .reconcile(Request {
+                key: key.clone(),
+                object: Some(Arc::clone(object)),
+                requeues: 0,
+            })
+            .await
+            .expect("noop succeeds");
+        assert_eq!(action, Action::Done);
+    }
+    start.elapsed()
+}
+
+struct FreshRow {
+    label: &'static str,
+    bare: Option<Timing>,
+    call: Option<Timing>,
+    controller: Option<Timing>,
+}
+
+#[derive(Default)]
+struct Results {
+    /// Label, smallest and largest object in bytes.
+    sizes: Vec<(&'static str, usize, usize)>,
+    fresh: Vec<FreshRow>,
+    native_loop: Option<Timing>,
+    /// Seconds per reconcile (wall: elapsed / reconciles; CPU: all threads).
+    throughput_fresh: Option<Timing>,
+    throughput_reuse: Option<Timing>,
+    throughput_native: Option<Timing>,
+    reuse_bare: Option<Timing>,
+    reuse_call: Option<Timing>,
+    reuse_loop: Option<Timing>,
+}
+
+fn us(seconds: f64) -> String {
+    format!("{:.2} µs", seconds * 1e6)
+}
+
+fn verdict(met: bool) -> &'static str {
+    if met { "met" } else { "MISSED" }
+}
+
+/// `wall / CPU` cells of one value.
+fn both(timing: Option<Timing>, cell: impl Fn(f64) -> String) -> String {
+    timing.map_or_else(
+        || "-".to_owned(),
+        |t| format!("{} / {}", cell(t.wall), cell(t.cpu)),
+    )
+}
+
+impl Results {
+    fn print(&self, load_before: &str, load_after: &str, quick: bool) {
+        let sizes: Vec<String> = self
+            .sizes
+            .iter()
+            .map(|(label, min, max)| format!("{label} = {min}..{max} B"))
+            .collect();
+        println!(
+            "\nRESULT plugins{}: noop guest, pooling allocator, objects {}, {LOOP_OBJECTS} \
+             distinct objects cycled by every per-call variant; load average before \
+             {load_before}, after {load_after}; each cell is wall / CPU time (median over \
+             criterion's samples)",
+            if quick {
+                " [PLUGINS_QUICK smoke run]"
+            } else {
+                ""
+            },
+            sizes.join(", "),
+        );
+        println!("| per call | time | over bare | goal (wall / CPU) |");
+        println!("|---|---|---|---|");
+        let timing = |t: Option<Timing>| both(t, us);
+        let ratio = |value: Option<Timing>, bare: Option<Timing>| {
+            value.zip(bare).map(|(v, b)| Timing {
+                wall: v.wall / b.wall,
+                cpu: v.cpu / b.cpu,
+            })
+        };
+        let delta = |value: Option<Timing>, bare: Option<Timing>| {
+            value.zip(bare).map(|(v, b)| Timing {
+                wall: v.wall - b.wall,
+                cpu: v.cpu - b.cpu,
+            })
+        };
+        for row in &self.fresh {
+            let label = row.label;
+            println!(
+                "| 1. bare fresh-instance call, {label} | {} | | |",
+                timing(row.bare)
+            );
+            for (what, value) in [
+                ("PluginReconciler::reconcile", row.call),
+                ("controller loop per key, 1 worker", row.controller),
+            ] {
+                let r = ratio(value, row.bare);
+                println!(
+                    "| 2. fresh instance, {label}: {what} | {} | {} ({} µs) | ≤ {FRESH_RATIO_GOAL:.1}x: {} |",
+                    timing(value),
+                    both(r, |x| format!("{x:.2}x")),
+                    both(delta(value, row.bare), |x| format!("{:+.2}", x * 1e6)),
+                    both(r, |x| verdict(x <= FRESH_RATIO_GOAL).to_owned()),
+                );
+            }
+        }
+        println!(
+            "| native no-op reconciler: controller loop per key, 1 worker, 1KB | {} | | |",
+            timing(self.native_loop)
+        );
+        println!(
+            "| 4. bare reused-instance call, 1KB | {} | | |",
+            timing(self.reuse_bare)
+        );
+        let net_loop = delta(self.reuse_loop, self.native_loop);
+        for (what, value) in [
+            ("PluginReconciler::reconcile", self.reuse_call),
+            ("controller loop per key, 1 worker", self.reuse_loop),
+            (
+                "controller loop per key minus the native no-op loop",
+                net_loop,
+            ),
+        ] {
+            let over = delta(value, self.reuse_bare);
+            println!(
+                "| 4. reused instance, 1KB: {what} | {} | {} µs | ≤ +{REUSE_OVERHEAD_GOAL_US} µs: {} |",
+                timing(value),
+                both(over, |x| format!("{:+.2}", x * 1e6)),
+                both(over, |x| verdict(x * 1e6 <= REUSE_OVERHEAD_GOAL_US)
+                    .to_owned()),
+            );
+        }
+        println!(
+            "\n| 3. {THROUGHPUT_OBJECTS} cached 1KB objects queued, {THROUGHPUT_WORKERS} workers \
+             | reconciles/s | vs native | CPU per reconcile (all threads) | {THROUGHPUT_WORKERS} \
+             cores / CPU per reconcile | goal |"
+        );
+        println!("|---|---|---|---|---|---|");
+        for (what, rate, goal) in [
+            ("noop guest, fresh instance", self.throughput_fresh, true),
+            ("noop guest, instance reuse", self.throughput_reuse, false),
+            ("native no-op reconciler", self.throughput_native, false),
+        ] {
+            let Some(rate) = rate else {
+                println!("| {what} | - | - | - | - | |");
+                continue;
+            };
+            let vs_native = self
+                .throughput_native
+                .map_or_else(|| "-".to_owned(), |n| format!("{:.3}x", n.wall / rate.wall));
+            let goal = if goal {
+                format!(
+                    "≥ {THROUGHPUT_GOAL:.0}/s: {}",
+                    verdict(1.0 / rate.wall >= THROUGHPUT_GOAL)
+                )
+            } else {
+                String::new()
+            };
+            println!(
+                "| {what} | {:.0}/s | {vs_native} | {} | {:.0}/s | {goal} |",
+                1.0 / rate.wall,
+                us(rate.cpu),
+                THROUGHPUT_WORKERS as f64 / rate.cpu,
+            );
+        }
+    }
+}
