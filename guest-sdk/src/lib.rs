@@ -77,7 +77,7 @@ pub trait Reconciler {
     /// # Errors
     ///
     /// An error is logged by the host with its full chain of causes and the key is retried with
-    /// the rate limiter's growing backoff ([`Request::requeues`] counts the failures in a row).
+    /// the rate limiter's growing backoff ([`Request::requeues`] counts the retries in a row).
     fn reconcile(request: Request) -> Result<Action, Error>;
 }
 
@@ -85,7 +85,17 @@ pub trait Reconciler {
 ///
 /// Use it once per component, at the crate root of a `cdylib` built for `wasm32-wasip2`:
 ///
-/// ```ignore
+/// ```no_run
+/// use reconcile_guest::{Action, Error, Reconciler, Request};
+///
+/// struct MyReconciler;
+///
+/// impl Reconciler for MyReconciler {
+///     fn reconcile(_request: Request) -> Result<Action, Error> {
+///         Ok(Action::done())
+///     }
+/// }
+///
 /// reconcile_guest::export_reconciler!(MyReconciler);
 /// ```
 #[macro_export]
