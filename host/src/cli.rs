@@ -165,7 +165,7 @@ pub async fn main(cli: Cli) -> ExitCode {
             let config = match args.resolve() {
                 Ok(config) => config,
                 Err(error) => {
-                    eprintln!("error: {}", chain(&error));
+                    eprintln!("error: {}", crate::error_chain(&error));
                     return ExitCode::from(EXIT_CONFIG);
                 }
             };
@@ -182,17 +182,6 @@ fn report(result: anyhow::Result<ExitCode>) -> ExitCode {
         eprintln!("error: {error:#}");
         ExitCode::FAILURE
     })
-}
-
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// `run`: the host until a signal; a second signal exits at once.
@@ -312,7 +301,7 @@ fn engine(cache: Option<PathBuf>) -> anyhow::Result<PluginEngine> {
     };
     match PluginEngine::new(settings.clone()) {
         Err(error @ crate::plugin::engine::EngineError::Cache(..)) => {
-            tracing::warn!(error = %chain(&error), "compiling plugin modules without a cache");
+            tracing::warn!(error = %crate::error_chain(&error), "compiling plugin modules without a cache");
             PluginEngine::new(EngineSettings {
                 module_cache: None,
                 ..settings

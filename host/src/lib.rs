@@ -14,3 +14,16 @@ pub mod queue;
 pub mod runtime;
 pub mod telemetry;
 pub mod tools;
+
+/// `error` followed by each of its sources, joined by `: `: how the host prints an error.
+#[must_use]
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

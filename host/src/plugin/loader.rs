@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use super::manifest::Manifest;
 use crate::informer::{Predicates, Scope};
-use crate::queue::ControllerLimiter;
 use crate::runtime::{ControllerSpec, KindRef};
 
 /// What the manifest's caches are built from: for each readable kind, the scope watched.
@@ -43,7 +42,6 @@ pub fn cache_scopes(manifest: &Manifest) -> Vec<(KindRef, Scope)> {
 /// The controller settings a manifest asks for.
 #[must_use]
 pub fn controller_spec(manifest: &Manifest) -> ControllerSpec {
-    let limiter = &manifest.rate_limiter;
     ControllerSpec {
         name: manifest.name.clone(),
         for_kind: manifest.for_kind.clone(),
@@ -55,12 +53,7 @@ pub fn controller_spec(manifest: &Manifest) -> ControllerSpec {
         },
         resync: manifest.resync,
         workers: manifest.concurrency,
-        limiter: ControllerLimiter {
-            base_delay: limiter.base_delay,
-            max_delay: limiter.max_delay,
-            qps: limiter.qps,
-            burst: limiter.burst,
-        },
+        limiter: manifest.rate_limiter,
     }
 }
 

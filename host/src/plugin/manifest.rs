@@ -79,30 +79,10 @@ pub struct Manifest {
     pub grants: Vec<Grant>,
 }
 
-/// `rateLimiter:`; the defaults are client-go's controller defaults.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct RateLimiterSettings {
-    /// First per-key retry delay, doubled on each failure (default 5ms).
-    pub base_delay: Duration,
-    /// Cap of the per-key delay (default 1000s).
-    pub max_delay: Duration,
-    /// Retries (failures and `requeue` answers) per second across keys (default 10); new
-    /// events and `requeue-after` answers are not limited.
-    pub qps: f64,
-    /// Retries allowed at once above `qps` (default 100).
-    pub burst: u32,
-}
-
-impl Default for RateLimiterSettings {
-    fn default() -> Self {
-        Self {
-            base_delay: Duration::from_millis(5),
-            max_delay: Duration::from_secs(1000),
-            qps: 10.0,
-            burst: 100,
-        }
-    }
-}
+/// `rateLimiter:`: the queue's limiter settings (client-go's controller defaults). `qps` and
+/// `burst` limit retries (failures and `requeue` answers) across keys; new events and
+/// `requeue-after` answers are not limited.
+pub use crate::queue::ControllerLimiter as RateLimiterSettings;
 
 /// `limits:`, enforced on every call into the guest.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

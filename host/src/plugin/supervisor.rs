@@ -348,7 +348,7 @@ impl Plugins {
     }
 
     fn report(&self, running: &BTreeMap<String, Running>, name: &str, error: &PluginError) {
-        let message = chain(error);
+        let message = crate::error_chain(error);
         let serving = running.contains_key(name);
         if serving {
             tracing::error!(plugin = %name, error = %message,
@@ -626,15 +626,4 @@ fn with_path(error: ManifestError, path: &Path) -> ManifestError {
         },
         other => other,
     }
-}
-
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
