@@ -263,3 +263,28 @@ pub async fn http_get(address: &str, path: &str) -> Option<String> {
         .split_once("\r\n\r\n")
         .map(|(_, body)| body.to_owned())
 }
+
+/// Runs `script` (relative to the workspace; a guest's `build.sh`) once per test binary and
+/// returns the component it writes, `<target>/guests/<name>.wasm`. Build scripts install their
+/// pinned toolchain themselves, so a fresh machine needs nothing beforehand.
+pub fn scripted_component(script: &str, name: &str) -> PathBuf {
+    static BUILT: OnceLock<Mutex<std::collections::HashMap<String, PathBuf>>> = OnceLock::new();
+    let built = BUILT.get_or_init(Default::default);
+    let mut built = built.lock();
+    if let Some(path) = built.get(script) {
+        return path.clone();
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace().join("target"), PathBuf::from);
+    let status = Command::new("bash")
+        .arg(workspace().join(script))
+        .current_dir(workspace())
+        .env("CARGO_TARGET_DIR", &target)
+        .status()
+        .expect("bash runs");
+    assert!(status.success(), "{script} failed");
+    let path = target.join("guests").join(format!("{name}.wasm"));
+    assert!(path.is_file(), "{script} succeeded but wrote no {}", path.display());
+    built.insert(script.to_owned(), path.clone());
+    path
+}
