@@ -193,6 +193,56 @@ pub fn builtins() -> Vec<Resource> {
             false,
         ),
         builtin(
+            "policy",
+            "poddisruptionbudgets",
+            "poddisruptionbudget",
+            "PodDisruptionBudget",
+            &["pdb"],
+            true,
+            true,
+            false,
+        ),
+        builtin(
+            "rbac.authorization.k8s.io",
+            "roles",
+            "role",
+            "Role",
+            &[],
+            true,
+            false,
+            false,
+        ),
+        builtin(
+            "rbac.authorization.k8s.io",
+            "rolebindings",
+            "rolebinding",
+            "RoleBinding",
+            &[],
+            true,
+            false,
+            false,
+        ),
+        builtin(
+            "rbac.authorization.k8s.io",
+            "clusterroles",
+            "clusterrole",
+            "ClusterRole",
+            &[],
+            false,
+            false,
+            false,
+        ),
+        builtin(
+            "rbac.authorization.k8s.io",
+            "clusterrolebindings",
+            "clusterrolebinding",
+            "ClusterRoleBinding",
+            &[],
+            false,
+            false,
+            false,
+        ),
+        builtin(
             "events.k8s.io",
             "events",
             "event",
@@ -394,6 +444,23 @@ mod tests {
                 .unwrap()
                 .namespaced
         );
+    }
+
+    #[test]
+    fn rbac_and_disruption_budget_kinds_are_served_with_their_scopes() {
+        let reg = Registry::default();
+        let rbac = "rbac.authorization.k8s.io";
+        assert!(reg.find(rbac, "v1", "roles").unwrap().namespaced);
+        assert!(reg.find(rbac, "v1", "rolebindings").unwrap().namespaced);
+        assert!(!reg.find(rbac, "v1", "clusterroles").unwrap().namespaced);
+        assert!(
+            !reg.find(rbac, "v1", "clusterrolebindings")
+                .unwrap()
+                .namespaced
+        );
+        let pdb = reg.find_kind("policy/v1", "PodDisruptionBudget").unwrap();
+        assert!(pdb.namespaced && pdb.status);
+        assert_eq!(pdb.short_names, ["pdb"]);
     }
 
     #[test]
