@@ -30,6 +30,44 @@ const MEMORY_KEEP_RESIDENT: usize = 2 << 20;
 /// Bytes of each pooled table kept resident between instances.
 const TABLE_KEEP_RESIDENT: usize = 64 << 10;
 
+/// WASI interface families the host does not link: a component importing one of them is refused
+/// at load (plugins have no network access; API calls go through the `client` import).
+pub const WITHHELD_WASI: [&str; 2] = ["wasi:sockets/", "wasi:http/"];
+
+/// Links the WASI 0.2 interfaces a plugin may import: `wasi:io`, `wasi:clocks`, `wasi:random`,
+/// `wasi:cli` (environment as granted, stdout/stderr logged, no stdin) and `wasi:filesystem` with
+/// no preopened directory (so language runtimes that look for one start, and find none).
+/// `wasi:sockets` is not linked (see [`WITHHELD_WASI`]).
+fn link_wasi(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
+    use wasmtime_wasi::WasiView as _;
+    use wasmtime_wasi::cli::{WasiCli, WasiCliView as _};
+    use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView as _};
+    use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView as _};
+    use wasmtime_wasi::p2::bindings::{cli, clocks, filesystem, random};
+    use wasmtime_wasi::random::WasiRandom;
+
+    wasmtime_wasi_io::add_to_linker_async(linker)?;
+    let l = linker;
+    clocks::wall_clock::add_to_linker::<_, WasiClocks>(l, GuestState::clocks)?;
+    clocks::monotonic_clock::add_to_linker::<_, WasiClocks>(l, GuestState::clocks)?;
+    random::random::add_to_linker::<_, WasiRandom>(l, |t| t.ctx().ctx.random())?;
+    random::insecure::add_to_linker::<_, WasiRandom>(l, |t| t.ctx().ctx.random())?;
+    random::insecure_seed::add_to_linker::<_, WasiRandom>(l, |t| t.ctx().ctx.random())?;
+    cli::exit::add_to_linker::<_, WasiCli>(l, GuestState::cli)?;
+    cli::environment::add_to_linker::<_, WasiCli>(l, GuestState::cli)?;
+    cli::stdin::add_to_linker::<_, WasiCli>(l, GuestState::cli)?;
+    cli::stdout::add_to_linker::<_, WasiCli>(l, GuestState::cli)?;
+    cli::stderr::add_to_linker::<_, WasiCli>(l, GuestState::cli)?;
+    cli::terminal_input::add_to_linker::<_, WasiCli>(l, GuestState::cli)?;
+    cli::terminal_output::add_to_linker::<_, WasiCli>(l, GuestState::cli)?;
+    cli::terminal_stdin::add_to_linker::<_, WasiCli>(l, GuestState::cli)?;
+    cli::terminal_stdout::add_to_linker::<_, WasiCli>(l, GuestState::cli)?;
+    cli::terminal_stderr::add_to_linker::<_, WasiCli>(l, GuestState::cli)?;
+    filesystem::preopens::add_to_linker::<_, WasiFilesystem>(l, GuestState::filesystem)?;
+    filesystem::types::add_to_linker::<_, WasiFilesystem>(l, GuestState::filesystem)?;
+    Ok(())
+}
+
 /// Engine settings.
 #[derive(Clone, Debug)]
 pub struct EngineSettings {
@@ -118,7 +156,7 @@ impl PluginEngine {
             )
         };
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(EngineError::Link)?;
+        link_wasi(&mut linker).map_err(EngineError::Link)?;
         Reconciler::add_to_linker::<_, HasSelf<GuestState>>(&mut linker, |state| state)
             .map_err(EngineError::Link)?;
         start_ticker(&engine);

@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
 use super::bindings::ReconcilerPre;
-use super::engine::PluginEngine;
+use super::engine::{PluginEngine, WITHHELD_WASI};
 use super::state::GuestState;
 
 /// The WIT package every component must be built against.
@@ -52,6 +52,18 @@ pub enum LoadError {
         /// What wasmtime reported.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The component imports a networking interface, which plugins never get.
+    #[error(
+        "component {path} imports `{interface}`: plugins have no network access (the host \
+         provides neither wasi:sockets nor wasi:http; Kubernetes API calls go through the \
+         `client` import); rebuild it without networking support"
+    )]
+    Network {
+        /// The module's path.
+        path: PathBuf,
+        /// The first networking interface it imports.
+        interface: String,
     },
     /// The component does not export `reconcile` with the world's signature.
     #[error(
@@ -178,7 +190,16 @@ fn compile(
         .component_type()
         .imports(engine.engine())
         .map(|(name, _)| name.to_owned())
-        .collect();
+        .collect::<Vec<String>>();
+    if let Some(interface) = imports
+        .iter()
+        .find(|name| WITHHELD_WASI.iter().any(|family| name.starts_with(family)))
+    {
+        return Err(LoadError::Network {
+            path: path.to_owned(),
+            interface: interface.clone(),
+        });
+    }
     let instance_pre = engine
         .linker()
         .instantiate_pre(&component)
@@ -205,4 +226,61 @@ pub fn hex_sha256(bytes: &[u8]) -> String {
         let _ = write!(hex, "{byte:02x}");
     }
     hex
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugin::engine::EngineSettings;
+
+    fn engine() -> PluginEngine {
+        PluginEngine::new(EngineSettings {
+            pooling: false,
+            module_cache: None,
+        })
+        .expect("engine")
+    }
+
+    fn load(text: &str) -> Result<Module, LoadError> {
+        compile(&engine(), Path::new("m.wasm"), text.as_bytes(), "d".into())
+    }
+
+    #[test]
+    fn networking_imports_are_refused_by_name() {
+        for interface in ["wasi:sockets/tcp@0.2.6", "wasi:http/outgoing-handler@0.2.6"] {
+            let text = format!(r#"(component (import "{interface}" (instance)))"#);
+            let Err(error) = load(&text) else {
+                panic!("{interface} loaded");
+            };
+            assert!(matches!(&error, LoadError::Network { interface: i, .. } if i == interface));
+            let message = error.to_string();
+            assert!(
+                message.contains("plugins have no network access"),
+                "{message}"
+            );
+            assert!(message.contains(interface), "{message}");
+        }
+    }
+
+    #[test]
+    fn the_wasi_interfaces_runtimes_need_are_linked() {
+        // Not refused as networking, and resolved by the linker: a component importing them
+        // gets as far as the world check.
+        for interface in [
+            "wasi:cli/environment@0.2.6",
+            "wasi:clocks/wall-clock@0.2.6",
+            "wasi:random/random@0.2.6",
+            "wasi:filesystem/preopens@0.2.6",
+            "wasi:io/streams@0.2.6",
+        ] {
+            let text = format!(r#"(component (import "{interface}" (instance)))"#);
+            let Err(error) = load(&text) else {
+                panic!("a component without `reconcile` loaded");
+            };
+            assert!(
+                matches!(error, LoadError::World { .. }),
+                "{interface}: {error}"
+            );
+        }
+    }
 }

@@ -88,18 +88,15 @@ pub struct GuestState {
 }
 
 impl GuestState {
-    /// A state for one instance of `plugin`: no preopened directories, no sockets, no name
-    /// lookups, only the environment variables the manifest grants; stdio logged.
+    /// A state for one instance of `plugin`: no preopened directories, only the environment
+    /// variables the manifest grants; stdio logged. (Sockets are not linked at all; see
+    /// [`super::engine::WITHHELD_WASI`].)
     #[must_use]
     pub fn new(plugin: Arc<PluginContext>) -> Self {
         let stdout = LogStream::new(Arc::clone(&plugin.name), Stream::Stdout);
         let stderr = LogStream::new(Arc::clone(&plugin.name), Stream::Stderr);
         let mut wasi = WasiCtxBuilder::new();
-        wasi.stdout(stdout.clone())
-            .stderr(stderr.clone())
-            .allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false);
+        wasi.stdout(stdout.clone()).stderr(stderr.clone());
         for (name, value) in &plugin.manifest.env {
             wasi.env(name, value);
         }
@@ -121,6 +118,12 @@ impl GuestState {
     pub fn flush_stdio(&self) {
         self.stdout.flush_partial();
         self.stderr.flush_partial();
+    }
+}
+
+impl wasmtime_wasi_io::IoView for GuestState {
+    fn table(&mut self) -> &mut ResourceTable {
+        &mut self.table
     }
 }
 

@@ -284,7 +284,11 @@ pub fn scripted_component(script: &str, name: &str) -> PathBuf {
         .expect("bash runs");
     assert!(status.success(), "{script} failed");
     let path = target.join("guests").join(format!("{name}.wasm"));
-    assert!(path.is_file(), "{script} succeeded but wrote no {}", path.display());
+    assert!(
+        path.is_file(),
+        "{script} succeeded but wrote no {}",
+        path.display()
+    );
     built.insert(script.to_owned(), path.clone());
     path
 }
