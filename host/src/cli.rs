@@ -11,6 +11,7 @@ use clap::{Args, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{self, ClientLimits};
+use crate::cluster_config::{ClusterConfig, ClusterSource, cluster_config};
 use crate::config::{ConfigFileError, HostConfig, duration};
 use crate::election::{ElectionConfig, default_identity};
 use crate::plugin::api::{KubeApi, SharedApi};
@@ -37,11 +38,9 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the host: informers, controllers, leader election, metrics and health endpoints.
-    ///
-    /// Settings come from, in increasing precedence: defaults, the --config file, environment
-    /// variables, flags.
-    Run(RunArgs),
+    /// `run` and `rbac`: running the host in a cluster and granting it what its plugins need.
+    #[command(flatten)]
+    Run(Deploy),
     /// Run the host on an embedded in-memory API server with the example plugins loaded and
     /// their samples applied: no cluster needed. Build the examples first (`make dev` does both).
     Dev(crate::dev::DevArgs),
@@ -52,6 +51,19 @@ pub enum Command {
     /// the guest's API calls are recorded and printed, not applied. Exits 0 when the reconcile
     /// succeeds, 1 when the guest fails, 2 on bad input.
     Reconcile(crate::tools::ReconcileArgs),
+}
+
+/// The subcommands for running the host in a cluster.
+#[derive(Debug, Subcommand)]
+pub enum Deploy {
+    /// Run the host: informers, controllers, leader election, metrics and health endpoints.
+    ///
+    /// Settings come from, in increasing precedence: defaults, the --config file, environment
+    /// variables, flags.
+    Run(RunArgs),
+    /// Print the RBAC objects (ClusterRole, Roles, bindings) that plugin manifests need, as
+    /// YAML for `kubectl apply -f -`. Exits 2 when a manifest is unusable.
+    Rbac(crate::rbac::RbacArgs),
 }
 
 /// Flags of `run`; each overrides the config file.
@@ -66,13 +78,18 @@ pub struct RunArgs {
     /// Kubeconfig context [default: the current context].
     #[arg(long, env = "RECONCILE_HOST_CONTEXT")]
     pub context: Option<String>,
+    /// In-cluster (no kubeconfig found): the directory holding the service account's `token`,
+    /// `ca.crt` and `namespace` [default: /var/run/secrets/kubernetes.io/serviceaccount].
+    #[arg(long, env = "RECONCILE_HOST_SERVICE_ACCOUNT_DIR", value_name = "DIR")]
+    pub service_account_dir: Option<PathBuf>,
     /// Elect one active replica through a Lease [default: true].
     #[arg(long, env = "RECONCILE_HOST_LEADER_ELECT", value_name = "BOOL")]
     pub leader_elect: Option<bool>,
     /// Name of the Lease [default: reconcile-host].
     #[arg(long, env = "RECONCILE_HOST_LEASE_NAME")]
     pub lease_name: Option<String>,
-    /// Namespace of the Lease [default: default].
+    /// Namespace of the Lease [default: the host's namespace: in a pod its service account's,
+    /// with a kubeconfig the context's, else `default`].
     #[arg(long, env = "RECONCILE_HOST_LEASE_NAMESPACE")]
     pub lease_namespace: Option<String>,
     /// How long followers wait before taking over [default: 15s].
@@ -131,9 +148,16 @@ impl RunArgs {
         let le = &mut config.leader_election;
         set(&mut config.kubeconfig, self.kubeconfig.clone().map(Some));
         set(&mut config.context, self.context.clone().map(Some));
+        set(
+            &mut config.service_account_dir,
+            self.service_account_dir.clone().map(Some),
+        );
         set(&mut le.enabled, self.leader_elect);
         set(&mut le.lease_name, self.lease_name.clone());
-        set(&mut le.lease_namespace, self.lease_namespace.clone());
+        set(
+            &mut le.lease_namespace,
+            self.lease_namespace.clone().map(Some),
+        );
         set(&mut le.lease_duration, self.lease_duration);
         set(&mut le.renew_deadline, self.renew_deadline);
         set(&mut le.retry_period, self.retry_period);
@@ -161,7 +185,8 @@ fn set<T>(field: &mut T, value: Option<T>) {
 /// Runs `reconcile-host` with `cli`; the process exit code.
 pub async fn main(cli: Cli) -> ExitCode {
     match cli.command {
-        Command::Run(args) => {
+        Command::Run(Deploy::Rbac(args)) => crate::rbac::rbac(args).await,
+        Command::Run(Deploy::Run(args)) => {
             let config = match args.resolve() {
                 Ok(config) => config,
                 Err(error) => {
@@ -184,20 +209,52 @@ fn report(result: anyhow::Result<ExitCode>) -> ExitCode {
     })
 }
 
-/// `run`: the host until a signal; a second signal exits at once.
+/// `run`: the host until a signal; a second signal exits at once. Exits 2 when no API server
+/// configuration can be found (see [`crate::cluster_config`]).
 pub(crate) async fn run(config: HostConfig) -> anyhow::Result<ExitCode> {
-    let kube_config = kube_config(&config).await?;
-    host(config, kube_config).await
+    let source = ClusterSource {
+        kubeconfig: config.kubeconfig.clone(),
+        context: config.context.clone(),
+        service_account_dir: config.service_account_dir.clone(),
+    };
+    let found = cluster_config(&source).await.and_then(|cluster| {
+        let lease_namespace = match &config.leader_election.lease_namespace {
+            Some(namespace) => namespace.clone(),
+            None if config.leader_election.enabled => cluster.namespace()?.to_owned(),
+            None => String::new(),
+        };
+        Ok((cluster, lease_namespace))
+    });
+    let (
+        ClusterConfig {
+            config: kube_config,
+            origin,
+            ..
+        },
+        lease_namespace,
+    ) = match found {
+        Ok(found) => found,
+        Err(error) => {
+            eprintln!("error: {}", crate::error_chain(&error));
+            return Ok(ExitCode::from(EXIT_CONFIG));
+        }
+    };
+    tracing::info!(url = %kube_config.cluster_url, from = %origin, "API server");
+    host(config, kube_config, lease_namespace).await
 }
 
-/// The host on `kube_config` with `config`, until a signal.
-async fn host(config: HostConfig, kube_config: kube::Config) -> anyhow::Result<ExitCode> {
+/// The host on `kube_config` with `config`, until a signal; its Lease in `lease_namespace`.
+async fn host(
+    config: HostConfig,
+    kube_config: kube::Config,
+    lease_namespace: String,
+) -> anyhow::Result<ExitCode> {
     let limits = ClientLimits::default()
         .qps(config.client.qps)
         .burst(config.client.burst);
     let client = client::client(kube_config, &limits).context("cannot build the API client")?;
     let election = config.leader_election.enabled.then(|| ElectionSettings {
-        lease_namespace: config.leader_election.lease_namespace.clone(),
+        lease_namespace,
         lease_name: config.leader_election.lease_name.clone(),
         config: ElectionConfig {
             identity: default_identity(),
@@ -309,29 +366,6 @@ fn engine(cache: Option<PathBuf>) -> anyhow::Result<PluginEngine> {
             .context("cannot start the WebAssembly engine")
         }
         other => other.context("cannot start the WebAssembly engine"),
-    }
-}
-
-async fn kube_config(config: &HostConfig) -> anyhow::Result<kube::Config> {
-    let options = kube::config::KubeConfigOptions {
-        context: config.context.clone(),
-        ..kube::config::KubeConfigOptions::default()
-    };
-    match &config.kubeconfig {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &options)
-                .await
-                .with_context(|| format!("kubeconfig {} is not usable", path.display()))
-        }
-        None if config.context.is_some() => kube::Config::from_kubeconfig(&options)
-            .await
-            .context("cannot load the kubeconfig context"),
-        None => kube::Config::infer().await.context(
-            "no kubeconfig found and not running in a cluster; pass --kubeconfig or set \
-             KUBECONFIG",
-        ),
     }
 }
 

@@ -3,10 +3,11 @@
 //! ```yaml
 //! kubeconfig: /etc/reconcile-host/kubeconfig   # default: $KUBECONFIG, ~/.kube/config, in-cluster
 //! context: dev                                # default: the kubeconfig's current context
+//! serviceAccountDir: /var/run/secrets/kubernetes.io/serviceaccount  # in-cluster token and CA
 //! leaderElection:
 //!   enabled: true
 //!   leaseName: reconcile-host
-//!   leaseNamespace: default
+//!   leaseNamespace: default                   # default: the host's namespace (see below)
 //!   leaseDuration: 15s
 //!   renewDeadline: 10s
 //!   retryPeriod: 2s
@@ -33,11 +34,15 @@ use serde::Deserialize;
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct HostConfig {
-    /// Path of the kubeconfig; `None` lets kube-rs infer (`$KUBECONFIG`, `~/.kube/config`,
-    /// in-cluster service account).
+    /// Path of the kubeconfig; `None`: `$KUBECONFIG`, `~/.kube/config`, then the in-cluster
+    /// service account (see [`crate::cluster_config`]).
     pub kubeconfig: Option<PathBuf>,
     /// Kubeconfig context; `None` for the current context.
     pub context: Option<String>,
+    /// Where the in-cluster service account's `token`, `ca.crt` and `namespace` are; `None`
+    /// for [`DEFAULT_SERVICE_ACCOUNT_DIR`](crate::cluster_config::DEFAULT_SERVICE_ACCOUNT_DIR).
+    /// Used only when no kubeconfig is found.
+    pub service_account_dir: Option<PathBuf>,
     /// Leader election.
     pub leader_election: LeaderElectionConfig,
     /// Metrics and health endpoints.
@@ -77,8 +82,9 @@ pub struct LeaderElectionConfig {
     pub enabled: bool,
     /// The Lease's name.
     pub lease_name: String,
-    /// The Lease's namespace.
-    pub lease_namespace: String,
+    /// The Lease's namespace; `None` for the host's own namespace: in a pod the service
+    /// account's `namespace` file, with a kubeconfig its context's namespace (else `default`).
+    pub lease_namespace: Option<String>,
     /// How long followers wait before taking over.
     #[serde(with = "duration")]
     pub lease_duration: Duration,
@@ -97,7 +103,7 @@ impl Default for LeaderElectionConfig {
         Self {
             enabled: true,
             lease_name: "reconcile-host".to_owned(),
-            lease_namespace: "default".to_owned(),
+            lease_namespace: None,
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
@@ -227,7 +233,7 @@ impl HostConfig {
             if le.lease_name.is_empty() {
                 return invalid("leaderElection.leaseName", "must not be empty".into());
             }
-            if le.lease_namespace.is_empty() {
+            if le.lease_namespace.as_deref() == Some("") {
                 return invalid("leaderElection.leaseNamespace", "must not be empty".into());
             }
             for (field, value) in [
@@ -342,13 +348,22 @@ mod tests {
     #[test]
     fn a_full_file_parses_with_go_style_durations() {
         let config = HostConfig::parse(
-            "kubeconfig: /tmp/kc\ncontext: dev\nleaderElection:\n  leaseName: x\n  \
+            "kubeconfig: /tmp/kc\ncontext: dev\nserviceAccountDir: /tmp/sa\n\
+             leaderElection:\n  leaseName: x\n  leaseNamespace: ops\n  \
              leaseDuration: 1m30s\n  renewDeadline: 20s\n  retryPeriod: 500ms\n\
              telemetry:\n  address: 127.0.0.1:9000\nclient:\n  qps: 20\n  burst: 40\n\
              shutdown:\n  drainTimeout: 2m\n",
         )
         .unwrap();
         assert_eq!(config.kubeconfig.as_deref(), Some(Path::new("/tmp/kc")));
+        assert_eq!(
+            config.service_account_dir.as_deref(),
+            Some(Path::new("/tmp/sa"))
+        );
+        assert_eq!(
+            config.leader_election.lease_namespace.as_deref(),
+            Some("ops")
+        );
         assert_eq!(
             config.leader_election.lease_duration,
             Duration::from_secs(90)

@@ -4,6 +4,7 @@
 
 pub mod cli;
 pub mod client;
+pub mod cluster_config;
 pub mod config;
 pub mod controller;
 pub mod dev;
@@ -11,6 +12,7 @@ pub mod election;
 pub mod informer;
 pub mod plugin;
 pub mod queue;
+pub mod rbac;
 pub mod runtime;
 pub mod telemetry;
 pub mod tools;

@@ -1,0 +1,544 @@
+//! `reconcile-host rbac`: the ClusterRole, Roles and bindings that plugin manifests need, as
+//! YAML for `kubectl apply -f -`.
+//!
+//! # What each plugin needs
+//! - `get`, `list`, `watch` on its `for`, `owns` and `cache` kinds: the host's informers list
+//!   and watch them, in the plugin's `namespace` (a Role there) or in every namespace (the
+//!   ClusterRole). RBAC cannot narrow by label, so a `labelSelector` changes nothing.
+//! - Per grant, its verbs, in its `namespaces` (a Role in each) or everywhere (the ClusterRole),
+//!   on the kind and on each of its `subresources` (`<plural>/<subresource>`). `patch` also
+//!   brings `create` on the kind: server-side apply of an object that does not exist yet creates
+//!   it, and the API server authorizes that as `create` as well as `patch` (a grant's `patch`
+//!   allows applies, so the host needs both).
+//! - `create` of `events.k8s.io` Events, where it watches: the host records a plugin's events
+//!   with one `create` each (it never patches or lists them).
+//!
+//! Rules of plugins that share a kind and place are merged; a namespace's rules already given
+//! cluster-wide are left out. The host's own Lease is not a plugin's need: it is added only with
+//! `--include-host`.
+//!
+//! # Resource names
+//! A rule names the kind's resource (its plural). Without `--discover` it is derived from the
+//! kind as kube-rs and client-go derive it (`Ingress` → `ingresses`, `NetworkPolicy` →
+//! `networkpolicies`), which is right for every built-in kind; for custom resources it is a
+//! guess that the output's header lists, to be checked against the CRD's `spec.names.plural`,
+//! fixed with `--plural Kind.group=plural`, or replaced by asking the API server (`--discover`,
+//! which connects as `run` does).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
+};
+use kube::api::ObjectMeta;
+use kube::core::{ApiResource, GroupVersionKind};
+
+use crate::cli::EXIT_CONFIG;
+use crate::cluster_config::{ClusterSource, cluster_config};
+use crate::plugin::loader::manifest_paths;
+use crate::plugin::manifest::{Manifest, Verb};
+use crate::plugin::selector::{is_dns_label, is_dns_subdomain};
+use crate::runtime::KindRef;
+
+const READ: [&str; 3] = ["get", "list", "watch"];
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
+/// Flags of `rbac`.
+#[derive(Debug, Args)]
+pub struct RbacArgs {
+    /// Plugin manifests, or directories of `<name>/plugin.yaml` manifests (as `run --plugin`).
+    #[arg(required = true, value_name = "MANIFEST|DIR")]
+    pub paths: Vec<PathBuf>,
+    /// The service account the host runs as, which the bindings name.
+    #[arg(
+        long,
+        value_name = "NAMESPACE/NAME",
+        default_value = "reconcile-system/reconcile-host",
+        value_parser = service_account
+    )]
+    pub service_account: (String, String),
+    /// Name of the ClusterRole, Roles and bindings (the host's Lease Role adds
+    /// `-leader-election`).
+    #[arg(
+        long = "name",
+        value_name = "PREFIX",
+        default_value = "reconcile-host-plugins",
+        value_parser = object_name
+    )]
+    pub name: String,
+    /// The resource of a kind whose plural is not derived from its name, e.g.
+    /// `--plural Octopus.example.com=octopi` (`Kind=plural` for the core group); repeat.
+    #[arg(long = "plural", value_name = "KIND.GROUP=PLURAL", value_parser = plural)]
+    pub plurals: Vec<(String, String, String)>,
+    /// Ask the API server for every kind's resource name instead of deriving it; connects as
+    /// `run` does (--kubeconfig, $KUBECONFIG, ~/.kube/config, in-cluster).
+    #[arg(long)]
+    pub discover: bool,
+    /// With --discover: the kubeconfig.
+    #[arg(long, value_name = "FILE", requires = "discover")]
+    pub kubeconfig: Option<PathBuf>,
+    /// With --discover: the kubeconfig context.
+    #[arg(long, requires = "discover")]
+    pub context: Option<String>,
+    /// With --discover in a pod: the service account directory.
+    #[arg(long, value_name = "DIR", requires = "discover")]
+    pub service_account_dir: Option<PathBuf>,
+    /// Also the host's own rules: a Role for its Lease (`get`, `update` of --lease-name,
+    /// `create` of Leases) in --lease-namespace.
+    #[arg(long)]
+    pub include_host: bool,
+    /// With --include-host: the Lease's name.
+    #[arg(long, default_value = "reconcile-host", requires = "include_host")]
+    pub lease_name: String,
+    /// With --include-host: the Lease's namespace [default: the service account's].
+    #[arg(long, requires = "include_host")]
+    pub lease_namespace: Option<String>,
+}
+
+fn service_account(text: &str) -> Result<(String, String), String> {
+    match text.split_once('/') {
+        Some((namespace, name)) if is_dns_label(namespace) && is_dns_subdomain(name) => {
+            Ok((namespace.to_owned(), name.to_owned()))
+        }
+        _ => Err(format!(
+            "`{text}` is not NAMESPACE/NAME of a service account, e.g. \
+             reconcile-system/reconcile-host"
+        )),
+    }
+}
+
+fn object_name(text: &str) -> Result<String, String> {
+    if is_dns_subdomain(text) {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "`{text}` is not a valid name; use lowercase letters, digits, `-` and `.`"
+        ))
+    }
+}
+
+fn plural(text: &str) -> Result<(String, String, String), String> {
+    let bad = || {
+        format!(
+            "`{text}` is not KIND.GROUP=PLURAL; write e.g. Octopus.example.com=octopi, or \
+             Kind=plural for the core group"
+        )
+    };
+    let (kind_group, plural) = text.split_once('=').ok_or_else(bad)?;
+    let (kind, group) = kind_group.split_once('.').unwrap_or((kind_group, ""));
+    let kind_ok = kind.starts_with(|c: char| c.is_ascii_alphabetic())
+        && kind.bytes().all(|b| b.is_ascii_alphanumeric());
+    if !kind_ok || !(group.is_empty() || is_dns_subdomain(group)) || !is_dns_subdomain(plural) {
+        return Err(bad());
+    }
+    Ok((kind.to_owned(), group.to_owned(), plural.to_owned()))
+}
+
+/// Where a rule applies: cluster-wide (the ClusterRole) or in one namespace (a Role).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Place {
+    /// Every namespace and cluster-scoped objects.
+    Cluster,
+    /// One namespace.
+    Namespace(String),
+}
+
+/// The resource name of a kind and whether it was guessed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plural {
+    /// The plural, e.g. `deployments`.
+    pub plural: String,
+    /// Derived from the kind's name for a kind outside the built-in groups: may be wrong.
+    pub guessed: bool,
+}
+
+/// Every rule the plugins need: for each place, resources (`(group, resource)`) and verbs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Rules(pub BTreeMap<Place, BTreeMap<(String, String), BTreeSet<&'static str>>>);
+
+impl Rules {
+    fn add(&mut self, place: &Place, group: &str, resource: &str, verbs: &[&'static str]) {
+        self.0
+            .entry(place.clone())
+            .or_default()
+            .entry((group.to_owned(), resource.to_owned()))
+            .or_default()
+            .extend(verbs);
+    }
+
+    /// The rules `manifest` needs, with each kind's plural from `plural`.
+    pub fn add_manifest(&mut self, manifest: &Manifest, plural: &dyn Fn(&KindRef) -> String) {
+        let watched = manifest
+            .namespace
+            .as_ref()
+            .map_or(Place::Cluster, |namespace| {
+                Place::Namespace(namespace.clone())
+            });
+        let kinds = std::iter::once(&manifest.for_kind).chain(&manifest.owns);
+        for kind in kinds.chain(&manifest.cache) {
+            self.add(&watched, group(kind), &plural(kind), &READ);
+        }
+        self.add(&watched, "events.k8s.io", "events", &["create"]);
+        for grant in &manifest.grants {
+            let places: Vec<Place> = match &grant.namespaces {
+                None => vec![Place::Cluster],
+                Some(namespaces) => namespaces.iter().cloned().map(Place::Namespace).collect(),
+            };
+            let verbs: Vec<&'static str> = grant.verbs.iter().map(|verb| verb.as_str()).collect();
+            let mut on_object = verbs.clone();
+            if grant.verbs.contains(&Verb::Patch) {
+                on_object.push(Verb::Create.as_str());
+            }
+            let resource = plural(&grant.kind);
+            for place in &places {
+                self.add(place, group(&grant.kind), &resource, &on_object);
+                for subresource in &grant.subresources {
+                    let sub = format!("{resource}/{subresource}");
+                    self.add(place, group(&grant.kind), &sub, &verbs);
+                }
+            }
+        }
+    }
+
+    /// Leaves out of each namespace what the cluster-wide rules already give, and drops places
+    /// left without rules.
+    fn prune(&mut self) {
+        let cluster = self.0.get(&Place::Cluster).cloned().unwrap_or_default();
+        for (place, resources) in &mut self.0 {
+            if *place == Place::Cluster {
+                continue;
+            }
+            for (resource, verbs) in resources.iter_mut() {
+                if let Some(everywhere) = cluster.get(resource) {
+                    verbs.retain(|verb| !everywhere.contains(verb));
+                }
+            }
+            resources.retain(|_, verbs| !verbs.is_empty());
+        }
+        self.0.retain(|_, resources| !resources.is_empty());
+    }
+
+    /// The policy rules of `place`: one per API group and set of verbs, sorted.
+    #[must_use]
+    pub fn policy_rules(&self, place: &Place) -> Vec<PolicyRule> {
+        let mut merged: BTreeMap<(&str, &BTreeSet<&str>), Vec<String>> = BTreeMap::new();
+        for ((group, resource), verbs) in self.0.get(place).into_iter().flatten() {
+            merged
+                .entry((group.as_str(), verbs))
+                .or_default()
+                .push(resource.clone());
+        }
+        let mut rules: Vec<PolicyRule> = merged
+            .into_iter()
+            .map(|((group, verbs), resources)| PolicyRule {
+                api_groups: Some(vec![group.to_owned()]),
+                resources: Some(resources),
+                verbs: verbs.iter().map(|verb| (*verb).to_owned()).collect(),
+                ..PolicyRule::default()
+            })
+            .collect();
+        rules.sort_by(|a, b| (&a.api_groups, &a.resources).cmp(&(&b.api_groups, &b.resources)));
+        rules
+    }
+}
+
+fn group(kind: &KindRef) -> &str {
+    kind.api_version
+        .split_once('/')
+        .map_or("", |(group, _)| group)
+}
+
+/// The plural kube-rs and client-go derive from a kind's name, and whether that is a guess
+/// (outside the built-in groups: the core group, dotless groups and `*.k8s.io`).
+#[must_use]
+pub fn derived_plural(kind: &KindRef) -> Plural {
+    let group = group(kind);
+    let version = kind
+        .api_version
+        .rsplit_once('/')
+        .map_or(kind.api_version.as_str(), |(_, version)| version);
+    let gvk = GroupVersionKind::gvk(group, version, &kind.kind);
+    Plural {
+        plural: ApiResource::from_gvk(&gvk).plural,
+        guessed: group.contains('.') && !group.ends_with(".k8s.io") && group != "k8s.io",
+    }
+}
+
+/// The YAML documents for `rules`: a ClusterRole and ClusterRoleBinding for the cluster-wide
+/// rules, a Role and RoleBinding per namespace, all named `name`, bound to `subject`
+/// (namespace, name of a service account).
+#[must_use]
+pub fn render(rules: &Rules, name: &str, subject: &(String, String)) -> Vec<String> {
+    let mut documents = Vec::new();
+    for place in rules.0.keys() {
+        let policy = Some(rules.policy_rules(place));
+        match place {
+            Place::Cluster => {
+                documents.push(yaml(&ClusterRole {
+                    metadata: meta(name, None),
+                    rules: policy,
+                    ..ClusterRole::default()
+                }));
+                documents.push(yaml(&ClusterRoleBinding {
+                    metadata: meta(name, None),
+                    role_ref: role_ref("ClusterRole", name),
+                    subjects: Some(vec![service_account_subject(subject)]),
+                }));
+            }
+            Place::Namespace(namespace) => {
+                documents.extend(role(name, namespace, policy, subject));
+            }
+        }
+    }
+    documents
+}
+
+/// A Role with `rules` in `namespace` and its RoleBinding to `subject`.
+fn role(
+    name: &str,
+    namespace: &str,
+    rules: Option<Vec<PolicyRule>>,
+    subject: &(String, String),
+) -> [String; 2] {
+    [
+        yaml(&Role {
+            metadata: meta(name, Some(namespace)),
+            rules,
+        }),
+        yaml(&RoleBinding {
+            metadata: meta(name, Some(namespace)),
+            role_ref: role_ref("Role", name),
+            subjects: Some(vec![service_account_subject(subject)]),
+        }),
+    ]
+}
+
+fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_owned()),
+        namespace: namespace.map(ToOwned::to_owned),
+        labels: Some([("app.kubernetes.io/part-of".into(), "reconcile-host".into())].into()),
+        ..ObjectMeta::default()
+    }
+}
+
+fn role_ref(kind: &str, name: &str) -> RoleRef {
+    RoleRef {
+        api_group: Some(RBAC_GROUP.to_owned()),
+        kind: kind.to_owned(),
+        name: name.to_owned(),
+    }
+}
+
+fn service_account_subject((namespace, name): &(String, String)) -> Subject {
+    Subject {
+        kind: "ServiceAccount".to_owned(),
+        namespace: Some(namespace.clone()),
+        name: name.clone(),
+        api_group: Some(String::new()),
+    }
+}
+
+fn yaml<T: serde::Serialize>(value: &T) -> String {
+    serde_yaml_ng::to_string(value).unwrap_or_default()
+}
+
+/// The host's own Lease rules: `create` of Leases, `get` and `update` of `lease_name` (what
+/// its leader election calls).
+#[must_use]
+pub fn lease_rules(lease_name: &str) -> Vec<PolicyRule> {
+    let leases = |verbs: &[&str], names: Option<Vec<String>>| PolicyRule {
+        api_groups: Some(vec!["coordination.k8s.io".to_owned()]),
+        resources: Some(vec!["leases".to_owned()]),
+        resource_names: names,
+        verbs: verbs.iter().map(|verb| (*verb).to_owned()).collect(),
+        ..PolicyRule::default()
+    };
+    // `create` cannot be limited to a name: the API server does not know it before the object.
+    vec![
+        leases(&["create"], None),
+        leases(&["get", "update"], Some(vec![lease_name.to_owned()])),
+    ]
+}
+
+/// `rbac`: prints the YAML; exit code 2 (with the reason on stderr) when a manifest or path
+/// is unusable or discovery fails.
+pub async fn rbac(args: RbacArgs) -> ExitCode {
+    match generate(&args).await {
+        Ok(yaml) => {
+            print!("{yaml}");
+            ExitCode::SUCCESS
+        }
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(EXIT_CONFIG)
+        }
+    }
+}
+
+/// The whole output of `rbac` for `args`.
+///
+/// # Errors
+/// The message to print: a path that does not exist, a manifest's own error, a discovery
+/// failure.
+pub async fn generate(args: &RbacArgs) -> Result<String, String> {
+    let paths = manifest_paths(&args.paths).map_err(|error| error.to_string())?;
+    if paths.is_empty() {
+        return Err(format!(
+            "no plugin manifests in {}; give manifest files, or directories with \
+             `<name>/plugin.yaml` in them",
+            display_list(&args.paths)
+        ));
+    }
+    let mut manifests = Vec::new();
+    for path in &paths {
+        let manifest = Manifest::load(path).map_err(|error| crate::error_chain(&error))?;
+        manifests.push((path.clone(), manifest));
+    }
+    let mut plurals: BTreeMap<KindRef, Plural> = BTreeMap::new();
+    for (_, manifest) in &manifests {
+        let grants = manifest.grants.iter().map(|grant| &grant.kind);
+        let kinds = std::iter::once(&manifest.for_kind).chain(&manifest.owns);
+        for kind in kinds.chain(&manifest.cache).chain(grants) {
+            plurals
+                .entry(kind.clone())
+                .or_insert_with(|| derived_plural(kind));
+        }
+    }
+    for (kind, group_name, plural) in &args.plurals {
+        let mut matched = false;
+        for (known, found) in &mut plurals {
+            if known.kind == *kind && group(known) == group_name {
+                *found = Plural {
+                    plural: plural.clone(),
+                    guessed: false,
+                };
+                matched = true;
+            }
+        }
+        if !matched {
+            return Err(format!(
+                "--plural {kind}{}{group_name}={plural} names a kind no manifest uses; check \
+                 the kind's spelling and group",
+                if group_name.is_empty() { "" } else { "." }
+            ));
+        }
+    }
+    if args.discover {
+        discover(args, &mut plurals).await?;
+    }
+    let mut rules = Rules::default();
+    for (_, manifest) in &manifests {
+        rules.add_manifest(manifest, &|kind| plurals[kind].plural.clone());
+    }
+    rules.prune();
+    let mut out = header(args, &manifests, &plurals);
+    let mut documents = render(&rules, &args.name, &args.service_account);
+    if args.include_host {
+        documents.extend(host_documents(args));
+    }
+    for document in documents {
+        out.push_str("---\n");
+        out.push_str(&document);
+    }
+    Ok(out)
+}
+
+/// The Role and RoleBinding of the host's Lease, in --lease-namespace or the service
+/// account's namespace.
+fn host_documents(args: &RbacArgs) -> [String; 2] {
+    let namespace = args
+        .lease_namespace
+        .as_deref()
+        .unwrap_or(&args.service_account.0);
+    let name = format!("{}-leader-election", args.name);
+    let rules = Some(lease_rules(&args.lease_name));
+    role(&name, namespace, rules, &args.service_account)
+}
+
+/// Replaces every plural with the API server's.
+async fn discover(args: &RbacArgs, plurals: &mut BTreeMap<KindRef, Plural>) -> Result<(), String> {
+    let source = ClusterSource {
+        kubeconfig: args.kubeconfig.clone(),
+        context: args.context.clone(),
+        service_account_dir: args.service_account_dir.clone(),
+    };
+    let found = cluster_config(&source)
+        .await
+        .map_err(|error| crate::error_chain(&error))?;
+    let url = found.config.cluster_url.to_string();
+    let client = crate::client::client(found.config, &crate::client::ClientLimits::default())
+        .map_err(|error| crate::error_chain(&error))?;
+    for (kind, plural) in plurals.iter_mut() {
+        let version = kind
+            .api_version
+            .rsplit_once('/')
+            .map_or(kind.api_version.as_str(), |(_, version)| version);
+        let gvk = GroupVersionKind::gvk(group(kind), version, &kind.kind);
+        let (resource, _) = kube::discovery::pinned_kind(&client, &gvk)
+            .await
+            .map_err(|error| {
+                format!(
+                    "--discover: the API server at {url} does not tell the resource of {kind} \
+                     ({error}); install its CRD first, or drop --discover and pass --plural"
+                )
+            })?;
+        *plural = Plural {
+            plural: resource.plural,
+            guessed: false,
+        };
+    }
+    Ok(())
+}
+
+fn display_list(paths: &[PathBuf]) -> String {
+    let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    shown.join(", ")
+}
+
+/// The comment block that opens the output: sources, subject, guesses, what is left out.
+fn header(
+    args: &RbacArgs,
+    manifests: &[(PathBuf, Manifest)],
+    plurals: &BTreeMap<KindRef, Plural>,
+) -> String {
+    let mut out = String::from(
+        "# RBAC for reconcile-host plugins, from `reconcile-host rbac`; apply with \
+         `kubectl apply -f -`.\n# Manifests:\n",
+    );
+    for (path, manifest) in manifests {
+        let _ = writeln!(out, "#   {} (plugin `{}`)", path.display(), manifest.name);
+    }
+    let (namespace, name) = &args.service_account;
+    let _ = writeln!(out, "# Bound to the service account {namespace}/{name}.");
+    let guessed: Vec<String> = plurals
+        .iter()
+        .filter(|(_, plural)| plural.guessed)
+        .map(|(kind, plural)| format!("{} {} -> {}", kind.api_version, kind.kind, plural.plural))
+        .collect();
+    if !guessed.is_empty() {
+        let _ = writeln!(
+            out,
+            "# Resource names derived from the kind (check them against the CRDs' \
+             spec.names.plural, or pass --plural or --discover): {}.",
+            guessed.join(", ")
+        );
+    }
+    if args.include_host {
+        let _ = writeln!(
+            out,
+            "# Includes the host's own Lease rules (--include-host): Role {}-leader-election.",
+            args.name
+        );
+    } else {
+        out.push_str(
+            "# Not included: the host's own Lease (get, update, create of \
+             coordination.k8s.io leases); pass --include-host to add it.\n",
+        );
+    }
+    out
+}
