@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Builds the Python configmap-replicator to a WebAssembly component:
+#   ${CARGO_TARGET_DIR:-<repo>/target}/guests/configmap-replicator-python.wasm
+# Installs the pinned toolchain first if missing (toolchain.sh). Also writes the Python bindings
+# of wit/ to <target>/guests/configmap-replicator-python/bindings, for the unit tests, type
+# checkers and editors. Skips both when nothing they are made from changed. Works from any
+# directory.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+target=${CARGO_TARGET_DIR:-$repo/target}
+name=configmap-replicator-python
+out=$target/guests/$name.wasm
+bindings=$target/guests/$name/bindings
+
+tool=$("$here/toolchain.sh")
+mkdir -p "$target/guests"
+
+# Everything the outputs are made from: the tool's version, the WIT and the sources.
+inputs=$(
+  cd "$repo"
+  "$tool" --version
+  echo "--stub-wasi"
+  find wit examples/$name/src -type f \( -name '*.wit' -o -name '*.py' \) -print0 | sort -z \
+    | xargs -0 sha256sum
+)
+stamp=$(sha256sum <<<"$inputs" | cut -d' ' -f1)
+
+if [ -f "$bindings/.stamp" ] && [ "$(cat "$bindings/.stamp")" = "$stamp" ]; then
+  echo "== bindings up to date: $bindings"
+else
+  echo "== generating bindings into $bindings"
+  rm -rf "$bindings"
+  "$tool" -q -d "$repo/wit" -w reconciler bindings "$bindings"
+  echo "$stamp" >"$bindings/.stamp"
+fi
+
+if [ -f "$out" ] && [ -f "$out.stamp" ] && [ "$(cat "$out.stamp")" = "$stamp" ]; then
+  echo "== $name is up to date: $out"
+  exit 0
+fi
+echo "== componentize-py: $here/src/replicator.py -> $out"
+# --stub-wasi: the component imports no WASI at all (see docs/guests/python.md): a plain build
+# imports wasi:sockets, which the host does not link.
+start=$(date +%s)
+rm -f "$out.stamp"
+"$tool" -q -d "$repo/wit" -w reconciler componentize --stub-wasi -p "$here/src" replicator -o "$out.tmp"
+mv "$out.tmp" "$out"
+echo "$stamp" >"$out.stamp"
+echo "== built $out ($(du -h "$out" | cut -f1), $(($(date +%s) - start)) s)"

@@ -1,0 +1,184 @@
+"""A small Python layer over the bindings componentize-py generates from `wit/reconcile.wit`.
+
+```python
+from reconcile_guest import Action, Request, client, done, export_reconciler
+
+def reconcile(request: Request) -> Action:
+    obj = request.object
+    if obj is None:
+        return done()
+    ...
+    return done()
+
+WitWorld = export_reconciler(reconcile)
+```
+
+- `Request`: the target, the cached object parsed from JSON (`None` when deleted), `requeues`.
+- Actions: `done()`, `requeue()`, `requeue_after(seconds or timedelta)`.
+- Imports: `cache`, `client`, `events` and `log`, taking and returning dicts; a failed call
+  raises a typed `CallError` (`DeniedError`, `InvalidError`, `ApiError` with `NotFoundError`
+  and `ConflictError`, `UnavailableError`).
+- Errors: any exception leaving `reconcile` becomes the WIT `reconcile-error`, its message the
+  chain of causes (`raise ReconcileError("...") from error`); the host logs it and retries.
+- `finalizer(...)`: cleanup before an object goes away.
+- `print()` reaches the host's log: stdout at info, stderr at warn.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from datetime import timedelta
+from typing import Any, Callable
+
+from componentize_py_types import Err
+from wit_world.imports import types as wit
+
+from . import cache, client, events, log
+from .errors import (
+    ApiError,
+    CallError,
+    ConflictError,
+    DeniedError,
+    InvalidError,
+    NotFoundError,
+    ReconcileError,
+    UnavailableError,
+    describe,
+)
+from .events import EventType
+from .finalizer import finalizer
+from .objects import Kind, ObjectRef
+
+__all__ = [
+    "Action", "ApiError", "CallError", "ConflictError", "DeniedError", "EventType",
+    "InvalidError", "Kind", "NotFoundError", "ObjectRef", "ReconcileError", "Request",
+    "UnavailableError", "cache", "client", "describe", "done", "events", "export_reconciler",
+    "finalizer", "log", "requeue", "requeue_after",
+]
+
+#: What the host does with the key after a successful reconcile: `done()`, `requeue()` or
+#: `requeue_after(...)` (the WIT variant `action`).
+Action = wit.Action
+
+#: The longest `requeue_after` the WIT's `u32` milliseconds can carry (about 49 days).
+MAX_REQUEUE_AFTER = timedelta(milliseconds=2**32 - 1)
+
+
+def done() -> Action:
+    """Nothing until the object changes (or the plugin's resync); forgets earlier failures."""
+    return wit.Action_Done()
+
+
+def requeue() -> Action:
+    """Again soon, after the key's rate-limiter backoff."""
+    return wit.Action_Requeue()
+
+
+def requeue_after(delay: timedelta | float) -> Action:
+    """Again after `delay` (a `timedelta`, or seconds); forgets earlier failures. Raises
+    `ValueError` for a negative delay or one over `MAX_REQUEUE_AFTER`."""
+    if not isinstance(delay, timedelta):
+        delay = timedelta(seconds=delay)
+    if delay < timedelta(0) or delay > MAX_REQUEUE_AFTER:
+        raise ValueError(f"requeue_after({delay}) is outside 0 to {MAX_REQUEUE_AFTER}")
+    return wit.Action_RequeueAfter(delay // timedelta(milliseconds=1))
+
+
+class Request:
+    """One reconcile: which object to look at, and the object as the host's cache holds it now.
+
+    Reconcilers are level-based: the request says which object to look at, never what changed.
+    """
+
+    def __init__(self, raw: wit.Request) -> None:
+        self._raw = raw
+        self._parsed: dict[str, Any] | None = None
+        #: The kind, namespace and name of the object to reconcile (the plugin's `for` kind).
+        self.target = ObjectRef.from_wit(raw.target)
+
+    @property
+    def name(self) -> str:
+        """The target's name."""
+        return self.target.name
+
+    @property
+    def namespace(self) -> str | None:
+        """The target's namespace; `None` for cluster-scoped kinds."""
+        return self.target.namespace
+
+    @property
+    def requeues(self) -> int:
+        """How many times in a row this key has been retried with backoff (after a failure or a
+        `requeue`); 0 after `done` or `requeue_after`."""
+        return self._raw.requeues
+
+    @property
+    def json(self) -> str | None:
+        """The cached object as JSON text, unparsed; `None` when it no longer exists."""
+        return self._raw.object
+
+    @property
+    def object(self) -> dict[str, Any] | None:
+        """The cached object parsed (once) into dicts and lists; `None` when it no longer
+        exists (deleted, and any finalizers have run)."""
+        if self._parsed is None and self._raw.object is not None:
+            self._parsed = json.loads(self._raw.object)
+        return self._parsed
+
+
+def export_reconciler(reconcile: Callable[[Request], Action]) -> type:
+    """The class componentize-py exports for the `reconciler` world: assign it to `WitWorld`
+    in the app module (`WitWorld = export_reconciler(reconcile)`).
+
+    Each call wraps the WIT request in a `Request`; whatever `reconcile` raises becomes the
+    WIT `reconcile-error` with `describe(error)` as its message, so a bug (a `KeyError`) is a
+    failed reconcile retried with backoff, not a trap.
+    """
+
+    class WitWorld:
+        def reconcile(self, request: wit.Request) -> Action:
+            try:
+                return reconcile(Request(request))
+            except Exception as error:
+                raise Err(wit.ReconcileError(message=describe(error))) from None
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+
+    WitWorld.__doc__ = reconcile.__doc__
+    return WitWorld
+
+
+class _HostLogStream(io.TextIOBase):
+    """A text stream whose complete lines go to the host's log at one level (what the host does
+    with a real stdout), so `print()` works in a component built without WASI stdio."""
+
+    def __init__(self, level: log.Level) -> None:
+        self._level = level
+        self._pending = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        *lines, self._pending = self._pending.split("\n")
+        for line in lines:
+            log.write(self._level, line)
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            log.write(self._level, self._pending)
+            self._pending = ""
+
+
+def _running_in_a_component() -> bool:
+    return sys.platform == "wasi"
+
+
+if _running_in_a_component():
+    sys.stdout = _HostLogStream(log.Level.INFO)
+    sys.stderr = _HostLogStream(log.Level.WARN)

@@ -1,0 +1,110 @@
+"""A fake host for unit tests: stands in for the generated import functions of `wit_world`
+with an in-memory set of ConfigMaps and namespaces, and records what the guest did."""
+
+from __future__ import annotations
+
+import copy
+import json
+from contextlib import ExitStack
+from unittest import mock
+
+from componentize_py_types import Err
+from wit_world.imports import cache, client, events, log
+from wit_world.imports import types as wit
+
+
+def not_found(message: str) -> Err:
+    return Err(wit.CallError_Api(wit.ApiStatus(code=404, reason="NotFound", message=message)))
+
+
+class FakeHost:
+    """ConfigMaps by (namespace, name), the namespaces that exist, and the guest's calls."""
+
+    def __init__(self, namespaces: list[str], objects: list[dict] | None = None) -> None:
+        self.namespaces = set(namespaces)
+        self.objects: dict[tuple[str, str], dict] = {}
+        for obj in objects or []:
+            self.objects[(obj["metadata"]["namespace"], obj["metadata"]["name"])] = obj
+        self.calls: list[tuple] = []
+        self.events: list[tuple[str, wit.ObjectRef, str, str]] = []
+        self.logs: list[tuple[str, str]] = []
+        #: Verbs refused as `denied`, like a manifest without that grant.
+        self.denied: set[str] = set()
+        self._stack = ExitStack()
+
+    def __enter__(self) -> FakeHost:
+        patches = {
+            (client, "apply"): self.apply,
+            (client, "patch"): self.patch,
+            (client, "delete"): self.delete,
+            (cache, "list"): self.list,
+            (events, "record_event"): self.record_event,
+            (log, "log"): self.log,
+        }
+        for (module, name), fake in patches.items():
+            self._stack.enter_context(mock.patch.object(module, name, fake))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def _check(self, verb: str, namespace: str) -> None:
+        if verb in self.denied:
+            raise Err(wit.CallError_Denied(
+                f"plugin `test` has no grant to `{verb}` v1 ConfigMap in namespace `{namespace}`"
+            ))
+
+    def apply(self, text: str, force: bool, subresource: str | None) -> str:
+        obj = json.loads(text)
+        namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        self._check("patch", namespace)
+        self.calls.append(("apply", namespace, name, obj))
+        if namespace not in self.namespaces:
+            raise not_found(f'namespaces "{namespace}" not found')
+        self.objects[(namespace, name)] = obj
+        return json.dumps(obj)
+
+    def patch(self, target: wit.ObjectRef, body: client.PatchBody, subresource: str | None) -> str:
+        self._check("patch", target.namespace)
+        operations = json.loads(body.value)
+        self.calls.append(("patch", target.namespace, target.name, operations))
+        key = (target.namespace, target.name)
+        if key not in self.objects:
+            raise not_found(f'configmaps "{target.name}" not found')
+        obj = copy.deepcopy(self.objects[key])
+        for op in operations:
+            parent, _, last = op["path"].rpartition("/")
+            node = obj
+            for part in parent.strip("/").split("/"):
+                node = node[part]
+            if op["op"] == "test" and node.get(last) != op["value"]:
+                raise Err(wit.CallError_Api(wit.ApiStatus(422, "Invalid", "test failed")))
+            if op["op"] == "add" and last == "-":
+                node.append(op["value"])
+            elif op["op"] == "add":
+                node[last] = op["value"]
+            elif op["op"] == "remove":
+                del node[int(last)]
+        self.objects[key] = obj
+        return json.dumps(obj)
+
+    def delete(self, target: wit.ObjectRef) -> None:
+        self._check("delete", target.namespace)
+        self.calls.append(("delete", target.namespace, target.name))
+        if self.objects.pop((target.namespace, target.name), None) is None:
+            raise not_found(f'configmaps "{target.name}" not found')
+
+    def list(self, kind: wit.Kind, namespace: str | None, selector: str | None) -> list[str]:
+        key, _, value = (selector or "").partition("=")
+        return [
+            json.dumps(obj)
+            for (ns, _), obj in sorted(self.objects.items())
+            if (namespace is None or ns == namespace)
+            and (not key or (obj["metadata"].get("labels") or {}).get(key) == value)
+        ]
+
+    def record_event(self, regarding: wit.ObjectRef, event_type, reason: str, note: str) -> None:
+        self.events.append((event_type.name, regarding, reason, note))
+
+    def log(self, level, message: str) -> None:
+        self.logs.append((level.name, message))
