@@ -386,13 +386,18 @@ pub async fn rbac(args: RbacArgs) -> ExitCode {
 /// The message to print: a path that does not exist, a manifest's own error, a discovery
 /// failure.
 pub async fn generate(args: &RbacArgs) -> Result<String, String> {
-    let paths = manifest_paths(&args.paths).map_err(|error| error.to_string())?;
-    if paths.is_empty() {
-        return Err(format!(
-            "no plugin manifests in {}; give manifest files, or directories with \
-             `<name>/plugin.yaml` in them",
-            display_list(&args.paths)
-        ));
+    let mut paths = Vec::new();
+    for path in &args.paths {
+        let found =
+            manifest_paths(std::slice::from_ref(path)).map_err(|error| error.to_string())?;
+        if found.is_empty() {
+            return Err(format!(
+                "no plugin manifests in {}: a directory is read as `<name>/plugin.yaml` files; \
+                 give the manifest file itself, or the directory above the plugins' directories",
+                path.display()
+            ));
+        }
+        paths.extend(found);
     }
     let mut manifests = Vec::new();
     for path in &paths {
@@ -493,11 +498,6 @@ async fn discover(args: &RbacArgs, plurals: &mut BTreeMap<KindRef, Plural>) -> R
         };
     }
     Ok(())
-}
-
-fn display_list(paths: &[PathBuf]) -> String {
-    let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-    shown.join(", ")
 }
 
 /// The comment block that opens the output: sources, subject, guesses, what is left out.
