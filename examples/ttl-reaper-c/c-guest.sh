@@ -30,7 +30,7 @@ done
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 target=${CARGO_TARGET_DIR:-$repo/target}
-case $target in /*) ;; *) target=$repo/$target ;; esac
+case $target in /*) ;; *) target=$PWD/$target ;; esac  # relative to the cwd, as for cargo
 build=$target/guests/c/$name
 out=$target/guests/$name.wasm
 
@@ -65,10 +65,16 @@ if [ "${#missing[@]}" -gt 0 ]; then
     "${missing[@]}" >/dev/null
 fi
 
-echo "== wit-c (tools/wit-c)"
-"${CARGO:-cargo}" build --quiet --locked --manifest-path "$repo/Cargo.toml" -p wit-c \
-  --target-dir "$target"
 wit_c=$target/debug/wit-c
+# Cargo decides what to rebuild, but waits for any other build in the same target directory
+# first: skip it when the tool is newer than its sources and the lock file.
+if [ ! -x "$wit_c" ] || [ -n "$(find "$repo/tools/wit-c" "$repo/Cargo.lock" -type f \
+    -newer "$wit_c" -print -quit)" ]; then
+  echo "== building wit-c (tools/wit-c)"
+  "${CARGO:-cargo}" build --quiet --locked --manifest-path "$repo/Cargo.toml" -p wit-c \
+    --target-dir "$target"
+  touch "$wit_c"  # cargo leaves an up-to-date binary's time alone
+fi
 
 mkdir -p "$build/obj"
 "$wit_c" bindings "$repo/wit" "$build/bindings"

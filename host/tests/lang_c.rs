@@ -308,3 +308,18 @@ fn ttl_reaper_c_answers_requeue_after_the_time_left_deletes_when_expired_and_ski
         assert_eq!(event["type"], "Warning", "{bad}: {report}");
     }
 }
+
+#[test]
+fn ttl_reaper_c_parsers_refuse_malformed_and_truncated_input_under_sanitizers() {
+    reaper(); // the toolchain is installed
+    let output = Command::new("bash")
+        .arg(workspace().join("examples/ttl-reaper-c/test.sh"))
+        .output()
+        .expect("bash runs");
+    assert!(
+        output.status.success(),
+        "examples/ttl-reaper-c/test.sh failed:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

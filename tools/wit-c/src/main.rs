@@ -72,10 +72,13 @@ fn bindings(wit: &Path, out: &Path) -> Result<()> {
 /// component-type section of the bindings (link `reconciler_component_type.o`); its WASI
 /// preview1 imports, if any, are satisfied by wasmtime's preview1 reactor adapter.
 fn component(core: &Path, out: &Path) -> Result<()> {
-    let module =
-        std::fs::read(core).with_context(|| format!("cannot read the core module {}", core.display()))?;
-    if wasmparser_is_component(&module) {
-        bail!("{} is already a component, not a core module", core.display());
+    let module = std::fs::read(core)
+        .with_context(|| format!("cannot read the core module {}", core.display()))?;
+    if is_component(&module) {
+        bail!(
+            "{} is already a component, not a core module",
+            core.display()
+        );
     }
     let component = wit_component::ComponentEncoder::default()
         .validate(true)
@@ -102,7 +105,7 @@ fn component(core: &Path, out: &Path) -> Result<()> {
 }
 
 /// True when `bytes` starts with the preamble of a component rather than a core module.
-fn wasmparser_is_component(bytes: &[u8]) -> bool {
+fn is_component(bytes: &[u8]) -> bool {
     // magic, then version 0x0d (component) with layer 1, versus version 1 layer 0 (module)
     bytes.len() >= 8 && bytes[..4] == *b"\0asm" && bytes[6..8] == [1, 0]
 }
