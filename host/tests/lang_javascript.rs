@@ -1,0 +1,604 @@
+//! Reconcilers written in JavaScript: `examples/website-js` and `host/tests/guests/noop-js`,
+//! built to components by their `build.sh` (QuickJS by default, SpiderMonkey with
+//! `ENGINE=spidermonkey`), loaded by the real host binary against the embedded API server.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::eventually_async;
+use common::host::{Host, component, guests, manifest, scratch, scripted_component, workspace};
+use embedded_apiserver::{ApiServer, Config};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind, ObjectMeta};
+use serde_json::{Value, json};
+
+const WEBSITE_JS: &str = "examples/website-js/build.sh";
+const NOOP_JS: &str = "host/tests/guests/noop-js/build.sh";
+
+async fn server() -> ApiServer {
+    ApiServer::start(Config::default())
+        .await
+        .expect("API server starts")
+}
+
+/// The website-js component built by its build script (QuickJS).
+fn website_js() -> PathBuf {
+    scripted_component(WEBSITE_JS, "website-js")
+}
+
+/// Applies the CRD in `<example>/samples/crd.yaml`.
+async fn crd(server: &ApiServer, example: &str) {
+    let path = workspace().join(example).join("samples/crd.yaml");
+    let crd: CustomResourceDefinition =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(&path).expect("crd sample"))
+            .expect("crd parses");
+    Api::<CustomResourceDefinition>::all(server.kube_client().expect("client"))
+        .create(&PostParams::default(), &crd)
+        .await
+        .expect("crd created");
+}
+
+async fn namespace(server: &ApiServer, name: &str) {
+    let object = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    Api::<Namespace>::all(server.kube_client().expect("client"))
+        .create(&PostParams::default(), &object)
+        .await
+        .expect("namespace created");
+}
+
+/// The Websites of `group` in `namespace`.
+fn websites(server: &ApiServer, group: &str, namespace: &str) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, "v1", "Website"));
+    Api::namespaced_with(server.kube_client().expect("client"), namespace, &resource)
+}
+
+/// The website-js sample (`samples/website.yaml`), renamed to `name` in `namespace` and moved to
+/// `group` when given.
+fn sample_website(name: &str, namespace: &str, group: &str) -> DynamicObject {
+    let path = workspace().join("examples/website-js/samples/website.yaml");
+    let mut website: DynamicObject =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(path).expect("website sample"))
+            .expect("website parses");
+    website.metadata.name = Some(name.to_owned());
+    website.metadata.namespace = Some(namespace.to_owned());
+    website.types.as_mut().expect("typed").api_version = format!("{group}/v1");
+    website
+}
+
+/// Waits for the Website's status to describe generation `generation`; returns the status.
+async fn status_at(websites: &Api<DynamicObject>, name: &str, generation: i64) -> Value {
+    eventually_async(
+        &format!("the status of Website {name} at generation {generation}"),
+        || async {
+            let object = websites.get_opt(name).await.ok()??;
+            let status = object.data.get("status")?.clone();
+            (status["observedGeneration"] == generation).then_some(status)
+        },
+    )
+    .await
+}
+
+/// What a Website's children look like, without what necessarily differs between two Websites
+/// of different groups and namespaces (the owner's apiVersion and uid, the namespace, the
+/// Service's allocated cluster IPs, the server's bookkeeping).
+async fn children(server: &ApiServer, namespace: &str, name: &str) -> Value {
+    let client = server.kube_client().expect("client");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let services: Api<Service> = Api::namespaced(client, namespace);
+    let deployment = eventually_async(&format!("Deployment {namespace}/{name}"), || async {
+        deployments.get_opt(name).await.ok()?
+    })
+    .await;
+    let service = eventually_async(&format!("Service {namespace}/{name}"), || async {
+        services.get_opt(name).await.ok()?
+    })
+    .await;
+    let owners = |references: &Option<Vec<_>>| -> Value {
+        let mut value = serde_json::to_value(references).expect("serializes");
+        for owner in value.as_array_mut().into_iter().flatten() {
+            let owner = owner.as_object_mut().expect("an owner reference");
+            owner.remove("uid");
+            owner.remove("apiVersion");
+        }
+        value
+    };
+    let mut service_spec = serde_json::to_value(&service.spec).expect("serializes");
+    if let Some(spec) = service_spec.as_object_mut() {
+        spec.remove("clusterIP");
+        spec.remove("clusterIPs");
+    }
+    json!({
+        "deployment": {
+            "labels": deployment.metadata.labels,
+            "ownerReferences": owners(&deployment.metadata.owner_references),
+            "spec": deployment.spec,
+        },
+        "service": {
+            "labels": service.metadata.labels,
+            "ownerReferences": owners(&service.metadata.owner_references),
+            "spec": service_spec,
+        },
+    })
+}
+
+async fn gone<K>(api: &Api<K>, name: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    eventually_async(&format!("{name} deleted"), || async {
+        matches!(api.get_opt(name).await, Ok(None)).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn website_js_makes_the_same_children_and_status_as_the_rust_website_in_one_host() {
+    let server = server().await;
+    let dir = scratch("js-twins");
+    crd(&server, "examples/website").await;
+    crd(&server, "examples/website-js").await;
+    for ns in ["rust", "js"] {
+        namespace(&server, ns).await;
+    }
+    let plugins = [
+        manifest(
+            &dir,
+            "examples/website/plugin.yaml",
+            &component("website"),
+            &[],
+        ),
+        manifest(&dir, "examples/website-js/plugin.yaml", &website_js(), &[]),
+    ];
+    let host = Host::start(&server, &dir, &plugins);
+
+    // The same spec as a Rust Website and as a JavaScript one, side by side, plus the JS sample.
+    let rust = websites(&server, "example.com", "rust");
+    let js = websites(&server, "js.example.com", "js");
+    rust.create(
+        &PostParams::default(),
+        &sample_website("twin", "rust", "example.com"),
+    )
+    .await
+    .expect("rust website created");
+    js.create(
+        &PostParams::default(),
+        &sample_website("twin", "js", "js.example.com"),
+    )
+    .await
+    .expect("js website created");
+    let sample = websites(&server, "js.example.com", "default");
+    sample
+        .create(
+            &PostParams::default(),
+            &sample_website("hello-js", "default", "js.example.com"),
+        )
+        .await
+        .expect("sample created");
+
+    let js_status = status_at(&js, "twin", 1).await;
+    assert_eq!(js_status, status_at(&rust, "twin", 1).await);
+    assert_eq!(
+        js_status,
+        json!({"observedGeneration": 1, "image": "nginx:1.27", "replicas": 2,
+               "deployment": "twin", "service": "twin"})
+    );
+    let js_children = children(&server, "js", "twin").await;
+    assert_eq!(js_children, children(&server, "rust", "twin").await);
+    assert_eq!(js_children["deployment"]["spec"]["replicas"], 2);
+    assert_eq!(
+        js_children["deployment"]["ownerReferences"],
+        json!([{"kind": "Website", "name": "twin", "controller": true, "blockOwnerDeletion": true}])
+    );
+    status_at(&sample, "hello-js", 1).await;
+
+    // It read the cache (no Deployment yet) and said so through the log import.
+    host.wait_log(&[
+        "plugin=\"website-js\"",
+        "creating the Deployment and Service of Website js/twin",
+    ])
+    .await;
+    // Its answer is a requeue decision: look again in 60 s.
+    host.wait_metric(
+        "controller_runtime_reconcile_total{controller=\"website-js\",result=\"requeue_after\"}",
+        2.0,
+    )
+    .await;
+
+    // A spec change reaches both the same way.
+    let patch = json!({"spec": {"image": "nginx:1.28", "replicas": 3}});
+    for websites in [&rust, &js] {
+        websites
+            .patch("twin", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("patched");
+    }
+    let js_status = status_at(&js, "twin", 2).await;
+    assert_eq!(js_status, status_at(&rust, "twin", 2).await);
+    assert_eq!(
+        (&js_status["image"], &js_status["replicas"]),
+        (&json!("nginx:1.28"), &json!(3))
+    );
+    let updated = eventually_async("both Deployments at 3 replicas", || async {
+        let js_children = children(&server, "js", "twin").await;
+        let rust_children = children(&server, "rust", "twin").await;
+        (js_children["deployment"]["spec"]["replicas"] == 3
+            && rust_children["deployment"]["spec"]["replicas"] == 3)
+            .then_some((js_children, rust_children))
+    })
+    .await;
+    assert_eq!(updated.0, updated.1);
+    assert_eq!(
+        updated.0["deployment"]["spec"]["template"]["spec"]["containers"][0]["image"],
+        "nginx:1.28"
+    );
+    assert_eq!(
+        host.metric("reconcile_host_plugin_failures_total{plugin=\"website-js\",reason=\"trap\"}")
+            .await,
+        0.0,
+        "log:\n{}",
+        host.log()
+    );
+
+    // Deleting the Website takes its children with it (garbage collection).
+    js.delete("twin", &DeleteParams::default())
+        .await
+        .expect("deleted");
+    let client = server.kube_client().expect("client");
+    gone(&Api::<Deployment>::namespaced(client.clone(), "js"), "twin").await;
+    gone(&Api::<Service>::namespaced(client, "js"), "twin").await;
+}
+
+/// The website-js manifest with `grants` replaced by `grants` (YAML lines).
+fn website_js_manifest(dir: &Path, module: &Path, grants: &str) -> PathBuf {
+    let text = std::fs::read_to_string(workspace().join("examples/website-js/plugin.yaml"))
+        .expect("manifest readable");
+    let head = &text[..text.find("\ngrants:").expect("the manifest has grants")];
+    let head = head.replace(
+        "module: ../../target/guests/website-js.wasm",
+        &format!("module: {}", module.display()),
+    );
+    let path = dir.join("website-js.yaml");
+    std::fs::write(&path, format!("{head}\ngrants:\n{grants}")).expect("manifest written");
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_status_write_is_a_reconcile_error_counted_and_logged_with_its_cause() {
+    let server = server().await;
+    let dir = scratch("js-denied");
+    crd(&server, "examples/website-js").await;
+    // The Website status grant removed: the children are written, the status apply is denied.
+    let plugin = website_js_manifest(
+        &dir,
+        &website_js(),
+        "  - {apiVersion: apps/v1, kind: Deployment, verbs: [patch]}\n  \
+         - {apiVersion: v1, kind: Service, verbs: [patch]}\n",
+    );
+    let host = Host::start(&server, &dir, &[plugin]);
+    websites(&server, "js.example.com", "default")
+        .create(
+            &PostParams::default(),
+            &sample_website("denied", "default", "js.example.com"),
+        )
+        .await
+        .expect("created");
+
+    host.wait_metric(
+        "reconcile_host_plugin_failures_total{plugin=\"website-js\",reason=\"error\"}",
+        2.0,
+    )
+    .await;
+    let line = host
+        .wait_log(&[
+            "key=default/denied",
+            "the guest returned an error: failed to apply the Website's status: \
+             the plugin's grants do not allow the call: plugin `website-js` has no grant to `patch`",
+        ])
+        .await;
+    assert!(line.contains("js.example.com/v1 Website"), "{line}");
+    // The calls before it went through; the error is a WIT error, not a trap.
+    let deployments: Api<Deployment> =
+        Api::namespaced(server.kube_client().expect("client"), "default");
+    eventually_async("the Deployment", || async {
+        deployments.get_opt("denied").await.ok()?
+    })
+    .await;
+    for reason in ["trap", "deadline", "memory", "instantiate"] {
+        let series = format!(
+            "reconcile_host_plugin_failures_total{{plugin=\"website-js\",reason=\"{reason}\"}}"
+        );
+        assert_eq!(
+            host.metric(&series).await,
+            0.0,
+            "{series}; log:\n{}",
+            host.log()
+        );
+    }
+}
+
+/// Runs `reconcile-host` with `args` and the tests' module cache.
+fn reconcile_host(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_reconcile-host"))
+        .args(args)
+        .arg("--module-cache")
+        .arg(guests().join("module-cache"))
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("reconcile-host runs")
+}
+
+/// `reconcile --output json` of `manifest` on the object in `object`: the document printed.
+fn reconcile_json(manifest: &Path, object: &Path) -> Value {
+    let output = reconcile_host(&[
+        "reconcile",
+        manifest.to_str().expect("UTF-8"),
+        "--object",
+        object.to_str().expect("UTF-8"),
+        "--output",
+        "json",
+    ]);
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+        panic!(
+            "reconcile printed no JSON ({error}): {}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+/// The calls of a `reconcile` document with the owners' uids removed and each `(from, to)` of
+/// `replace` applied to the JSON text.
+fn normalized_calls(document: &Value, replace: &[(&str, &str)]) -> Value {
+    let mut text = serde_json::to_string(&document["calls"]).expect("serializes");
+    for (from, to) in replace {
+        text = text.replace(from, to);
+    }
+    let mut calls: Value = serde_json::from_str(&text).expect("parses");
+    for call in calls.as_array_mut().expect("calls") {
+        if let Some(owners) = call["body"]["metadata"]["ownerReferences"].as_array_mut() {
+            for owner in owners {
+                owner.as_object_mut().expect("owner").remove("uid");
+            }
+        }
+    }
+    calls
+}
+
+#[test]
+fn reconcile_cli_records_the_same_calls_and_requeue_after_as_the_rust_website() {
+    let dir = scratch("js-cli");
+    let js = manifest(&dir, "examples/website-js/plugin.yaml", &website_js(), &[]);
+    let rust = manifest(
+        &dir,
+        "examples/website/plugin.yaml",
+        &component("website"),
+        &[],
+    );
+    let check = reconcile_host(&["check", js.to_str().expect("UTF-8")]);
+    let printed = String::from_utf8_lossy(&check.stdout);
+    assert_eq!(check.status.code(), Some(0), "{printed}");
+    assert!(
+        printed.contains("ok: plugin `website-js` is valid"),
+        "{printed}"
+    );
+
+    let js_object = workspace().join("examples/website-js/samples/website.yaml");
+    let rust_object = dir.join("rust-website.yaml");
+    let text = std::fs::read_to_string(&js_object).expect("sample");
+    std::fs::write(
+        &rust_object,
+        text.replace("js.example.com", "example.com")
+            .replace("hello-js", "hello"),
+    )
+    .expect("written");
+    let js_run = reconcile_json(&js, &js_object);
+    let rust_run = reconcile_json(&rust, &rust_object);
+    assert_eq!(
+        js_run["action"],
+        json!({"type": "requeue-after", "afterMs": 60000}),
+        "{js_run}"
+    );
+    assert_eq!(js_run["action"], rust_run["action"]);
+    assert_eq!(js_run["denied"], json!([]));
+    assert_eq!(
+        js_run["calls"].as_array().map(Vec::len),
+        Some(3),
+        "{js_run}"
+    );
+    let rust_calls = normalized_calls(
+        &rust_run,
+        &[
+            ("\"hello\"", "\"hello-js\""),
+            ("example.com", "js.example.com"),
+        ],
+    );
+    assert_eq!(normalized_calls(&js_run, &[]), rust_calls);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn noop_js_reads_the_request_and_answers_done() {
+    let server = server().await;
+    let dir = scratch("js-noop");
+    let plugin = manifest(
+        &dir,
+        "host/tests/guests/noop-js/plugin.yaml",
+        &scripted_component(NOOP_JS, "noop-js"),
+        &[],
+    );
+    let host = Host::start(&server, &dir, &[plugin]);
+    let mut object = common::config_map("quiet", "x");
+    object.metadata.labels = Some([("noop-js".to_owned(), "true".to_owned())].into());
+    Api::<ConfigMap>::namespaced(server.kube_client().expect("client"), "default")
+        .create(&PostParams::default(), &object)
+        .await
+        .expect("created");
+    host.wait_metric(
+        "controller_runtime_reconcile_total{controller=\"noop-js\",result=\"success\"}",
+        1.0,
+    )
+    .await;
+    let failures = "controller_runtime_reconcile_errors_total{controller=\"noop-js\"}";
+    assert_eq!(host.metric(failures).await, 0.0, "log:\n{}", host.log());
+}
+
+/// The directory of the installed npm toolchain of `engine` (installed by toolchain.sh if
+/// missing).
+fn toolchain(engine: &str) -> PathBuf {
+    let output = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "source examples/website-js/toolchain.sh && js_toolchain {engine}"
+        ))
+        .current_dir(workspace())
+        .output()
+        .expect("bash runs");
+    assert!(
+        output.status.success(),
+        "installing the {engine} toolchain failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_javascript_builds_are_refused_at_load_with_the_reason() {
+    let server = server().await;
+    let dir = scratch("js-broken");
+    crd(&server, "examples/website-js").await;
+    let website = workspace().join("examples/website-js/website.js");
+    let noop = workspace().join("host/tests/guests/noop-js/noop.js");
+    let componentize = toolchain("quickjs").join("node_modules/.bin/componentize-qjs");
+    // Two realistic mistakes: componentize-qjs without --sync (its default, the component-model
+    // async ABI, which the host does not enable), and a build against another world's WIT
+    // (noop.js against the wrong-world test guest's: `reconcile: func(request: string) -> u32`).
+    let async_abi = dir.join("website-js-async.wasm");
+    let other_world = dir.join("website-js-other-world.wasm");
+    let builds = [
+        (
+            &async_abi,
+            &website,
+            workspace().join("wit/reconcile.wit"),
+            None,
+        ),
+        (
+            &other_world,
+            &noop,
+            workspace().join("host/tests/guests/wrong-world/wit"),
+            Some("--sync"),
+        ),
+    ];
+    for (module, source, wit, sync) in builds {
+        let status = Command::new(&componentize)
+            .arg("--wit")
+            .arg(&wit)
+            .args(["--world", "reconciler", "--js"])
+            .arg(source)
+            .args(sync)
+            .arg("--output")
+            .arg(module)
+            .status()
+            .expect("componentize-qjs runs");
+        assert!(
+            status.success(),
+            "componentize-qjs failed for {}",
+            module.display()
+        );
+    }
+
+    let cases = [
+        (
+            &async_abi,
+            "is not a valid WebAssembly component",
+            "requires the component model async feature",
+        ),
+        (
+            &other_world,
+            "does not match the `reconciler` world",
+            "expected `record` found `string`",
+        ),
+    ];
+    for (module, problem, cause) in cases {
+        let plugin = website_js_manifest(
+            &dir,
+            module,
+            "  - {apiVersion: apps/v1, kind: Deployment, verbs: [patch]}\n",
+        );
+        let mut host = Host::start(&server, &dir, &[plugin]);
+        assert_eq!(host.exit_code().await, Some(2), "log:\n{}", host.log());
+        let log = host.log();
+        for expected in [
+            "plugin `website-js`",
+            &module.display().to_string(),
+            problem,
+            cause,
+        ] {
+            assert!(log.contains(expected), "expected `{expected}` in:\n{log}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_spidermonkey_build_of_the_same_source_loads_and_reconciles() {
+    let server = server().await;
+    let dir = scratch("js-spidermonkey");
+    let target = guests()
+        .parent()
+        .and_then(Path::parent)
+        .expect("<target>/wasm32-wasip2/release")
+        .join("js-spidermonkey");
+    let status = Command::new("bash")
+        .arg(workspace().join(WEBSITE_JS))
+        .env("ENGINE", "spidermonkey")
+        .env("CARGO_TARGET_DIR", &target)
+        .status()
+        .expect("bash runs");
+    assert!(status.success(), "ENGINE=spidermonkey {WEBSITE_JS} failed");
+    let module = target.join("guests/website-js.wasm");
+    let plugin = manifest(&dir, "examples/website-js/plugin.yaml", &module, &[]);
+    // Compiles the 12 MB component into the module cache first, so the host below loads it at once.
+    let check = reconcile_host(&["check", plugin.to_str().expect("UTF-8")]);
+    let printed = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        check.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    assert!(
+        !printed.contains("wasi:"),
+        "WASI=none imports no WASI:\n{printed}"
+    );
+
+    crd(&server, "examples/website-js").await;
+    let host = Host::start(&server, &dir, &[plugin]);
+    let websites = websites(&server, "js.example.com", "default");
+    websites
+        .create(
+            &PostParams::default(),
+            &sample_website("monkey", "default", "js.example.com"),
+        )
+        .await
+        .expect("created");
+    let status = status_at(&websites, "monkey", 1).await;
+    assert_eq!(
+        (&status["image"], &status["replicas"]),
+        (&json!("nginx:1.27"), &json!(2))
+    );
+    let children = children(&server, "default", "monkey").await;
+    assert_eq!(children["deployment"]["spec"]["replicas"], 2);
+    host.wait_log(&[
+        "plugin=\"website-js\"",
+        "creating the Deployment and Service of Website default/monkey",
+    ])
+    .await;
+}
