@@ -3,8 +3,8 @@
 #
 #   c-guest.sh <name> <source.c>...    ->  ${CARGO_TARGET_DIR:-<repo>/target}/guests/<name>.wasm
 #
-# 1. Installs the pinned toolchain if it is missing: Debian 12's clang 19, lld 19, the wasm32
-#    compiler runtime and wasi-libc (apt-get; sudo only when not root).
+# 1. Installs the pinned toolchain if it is missing: Debian 12's clang 19, lld 19, the compiler
+#    runtimes and wasi-libc (apt-get, without recommended packages; sudo only when not root).
 # 2. Builds `wit-c` (tools/wit-c, a workspace crate using the same wit-bindgen and wit-component
 #    versions as the rest of the workspace) and generates the C bindings of the `reconciler`
 #    world from wit/.
@@ -40,7 +40,8 @@ WASI_LIBC_VERSION=0.0~git20220510.9886d3d-2
 packages=(
   "clang-19=$LLVM_VERSION"
   "lld-19=$LLVM_VERSION"
-  "libclang-rt-19-dev-wasm32=$LLVM_VERSION"
+  "libclang-rt-19-dev-wasm32=$LLVM_VERSION"  # compiler builtins for wasm32
+  "libclang-rt-19-dev=$LLVM_VERSION"         # sanitizer runtimes for the native parser tests
   "wasi-libc=$WASI_LIBC_VERSION"
 )
 
@@ -58,9 +59,13 @@ if [ "${#missing[@]}" -gt 0 ]; then
   echo "== installing ${missing[*]}"
   sudo=()
   if [ "$(id -u)" != 0 ]; then sudo=(sudo); fi
-  if ! apt-cache show "${missing[0]}" >/dev/null 2>&1; then
-    "${sudo[@]}" apt-get update -qq
-  fi
+  for package in "${missing[@]}"; do
+    if ! apt-cache madison "${package%%=*}" | awk -F' [|] ' '{print $2}' |
+        grep -qxF "${package#*=}"; then
+      "${sudo[@]}" apt-get update -qq  # the package lists do not know this version yet
+      break
+    fi
+  done
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
     "${missing[@]}" >/dev/null
 fi
