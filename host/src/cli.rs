@@ -60,10 +60,10 @@ pub enum Deploy {
     ///
     /// Settings come from, in increasing precedence: defaults, the --config file, environment
     /// variables, flags.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print the RBAC objects (ClusterRole, Roles, bindings) that plugin manifests need, as
     /// YAML for `kubectl apply -f -`. Exits 2 when a manifest is unusable.
-    Rbac(crate::rbac::RbacArgs),
+    Rbac(Box<crate::rbac::RbacArgs>),
 }
 
 /// Flags of `run`; each overrides the config file.
@@ -185,7 +185,7 @@ fn set<T>(field: &mut T, value: Option<T>) {
 /// Runs `reconcile-host` with `cli`; the process exit code.
 pub async fn main(cli: Cli) -> ExitCode {
     match cli.command {
-        Command::Run(Deploy::Rbac(args)) => crate::rbac::rbac(args).await,
+        Command::Run(Deploy::Rbac(args)) => crate::rbac::rbac(*args).await,
         Command::Run(Deploy::Run(args)) => {
             let config = match args.resolve() {
                 Ok(config) => config,

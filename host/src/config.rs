@@ -233,8 +233,16 @@ impl HostConfig {
             if le.lease_name.is_empty() {
                 return invalid("leaderElection.leaseName", "must not be empty".into());
             }
-            if le.lease_namespace.as_deref() == Some("") {
-                return invalid("leaderElection.leaseNamespace", "must not be empty".into());
+            if let Some(namespace) = &le.lease_namespace
+                && !crate::plugin::selector::is_dns_label(namespace)
+            {
+                return invalid(
+                    "leaderElection.leaseNamespace",
+                    format!(
+                        "`{namespace}` is not a namespace name; use lowercase letters, digits \
+                         and `-`, or leave it out for the host's own namespace"
+                    ),
+                );
             }
             for (field, value) in [
                 ("leaderElection.leaseDuration", le.lease_duration),
@@ -337,6 +345,10 @@ mod tests {
         let config = HostConfig::parse("").unwrap();
         assert_eq!(config, HostConfig::default());
         assert!(config.leader_election.enabled);
+        assert_eq!(
+            config.leader_election.lease_namespace, None,
+            "the Lease goes to the host's own namespace"
+        );
         assert_eq!(
             config.leader_election.lease_duration,
             Duration::from_secs(15)

@@ -542,3 +542,122 @@ fn header(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn manifest(text: &str) -> Manifest {
+        let base = "name: p\nmodule: p.wasm\nfor: {apiVersion: v1, kind: ConfigMap}\n";
+        Manifest::parse(&format!("{base}{text}"), Path::new("/tmp")).expect("manifest")
+    }
+
+    fn rules_of(manifests: &[Manifest]) -> Rules {
+        let mut rules = Rules::default();
+        for manifest in manifests {
+            rules.add_manifest(manifest, &|kind| derived_plural(kind).plural);
+        }
+        rules.prune();
+        rules
+    }
+
+    fn verbs(rules: &Rules, place: &Place, group: &str, resource: &str) -> Vec<&'static str> {
+        rules.0[place][&(group.to_owned(), resource.to_owned())]
+            .iter()
+            .copied()
+            .collect()
+    }
+
+    #[test]
+    fn plurals_of_built_in_kinds_are_derived_and_custom_ones_flagged_as_guesses() {
+        for (api_version, kind, plural, guessed) in [
+            ("v1", "Endpoints", "endpoints", false),
+            ("networking.k8s.io/v1", "Ingress", "ingresses", false),
+            (
+                "networking.k8s.io/v1",
+                "NetworkPolicy",
+                "networkpolicies",
+                false,
+            ),
+            ("apps/v1", "Deployment", "deployments", false),
+            ("example.com/v1", "Website", "websites", true),
+            ("cluster.x-k8s.io/v1beta1", "Machine", "machines", true),
+        ] {
+            let found = derived_plural(&KindRef::new(api_version, kind));
+            assert_eq!(
+                (found.plural.as_str(), found.guessed),
+                (plural, guessed),
+                "{api_version} {kind}"
+            );
+        }
+    }
+
+    #[test]
+    fn apply_needs_create_on_the_object_but_not_on_its_subresources() {
+        let rules = rules_of(&[manifest(
+            "grants: [{apiVersion: apps/v1, kind: Deployment, verbs: [patch], \
+             subresources: [status]}]\n",
+        )]);
+        let cluster = Place::Cluster;
+        assert_eq!(
+            verbs(&rules, &cluster, "apps", "deployments"),
+            ["create", "patch"]
+        );
+        assert_eq!(
+            verbs(&rules, &cluster, "apps", "deployments/status"),
+            ["patch"]
+        );
+    }
+
+    #[test]
+    fn namespace_rules_given_cluster_wide_are_left_out() {
+        let rules = rules_of(&[
+            manifest(
+                "grants: [{apiVersion: v1, kind: Secret, verbs: [get, delete], namespaces: [a]}]\n",
+            ),
+            manifest("grants: [{apiVersion: v1, kind: Secret, verbs: [get]}]\n"),
+        ]);
+        assert_eq!(verbs(&rules, &Place::Cluster, "", "secrets"), ["get"]);
+        assert_eq!(
+            verbs(&rules, &Place::Namespace("a".into()), "", "secrets"),
+            ["delete"]
+        );
+        // Both watch ConfigMaps everywhere, so `a` gets nothing else.
+        assert_eq!(rules.0[&Place::Namespace("a".into())].len(), 1);
+    }
+
+    #[test]
+    fn a_namespaced_plugin_watches_and_records_events_in_its_namespace_only() {
+        let rules = rules_of(&[manifest("namespace: team\n")]);
+        assert!(!rules.0.contains_key(&Place::Cluster));
+        let team = Place::Namespace("team".into());
+        assert_eq!(
+            verbs(&rules, &team, "", "configmaps"),
+            ["get", "list", "watch"]
+        );
+        assert_eq!(verbs(&rules, &team, "events.k8s.io", "events"), ["create"]);
+    }
+
+    #[test]
+    fn flags_are_checked() {
+        assert_eq!(
+            plural("Octopus.sea.example.com=octopi"),
+            Ok(("Octopus".into(), "sea.example.com".into(), "octopi".into()))
+        );
+        assert_eq!(
+            plural("Endpoints=endpoints"),
+            Ok(("Endpoints".into(), String::new(), "endpoints".into()))
+        );
+        for bad in ["Octopus", "Octo pus.x.com=o", "Octopus.x.com=Octopi", "=x"] {
+            assert!(plural(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            service_account("ops/host"),
+            Ok(("ops".into(), "host".into()))
+        );
+        assert!(service_account("host").is_err());
+        assert!(object_name("Tools").is_err());
+    }
+}
