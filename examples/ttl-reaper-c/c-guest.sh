@@ -81,7 +81,7 @@ if [ ! -x "$wit_c" ] || [ -n "$(find "$repo/tools/wit-c" "$repo/Cargo.lock" -typ
   touch "$wit_c"  # cargo leaves an up-to-date binary's time alone
 fi
 
-mkdir -p "$build/obj"
+mkdir -p "$build/obj" "$build/link"
 "$wit_c" bindings "$repo/wit" "$build/bindings"
 
 cc=(clang-19 --target=wasm32-wasi -std=c11 -O2)
@@ -97,7 +97,8 @@ compile() {  # compile <source> <object> <flags...>
       -maxdepth 1 \( -name '*.c' -o -name '*.h' \) -newer "$object" -print -quit)" ]; then
     return
   fi
-  "${cc[@]}" "$@" -I "$build/bindings" -c "$source" -o "$object"
+  "${cc[@]}" "$@" -I "$build/bindings" -c "$source" -o "$object.tmp"
+  mv "$object.tmp" "$object"  # whole files only: another build may be reading
 }
 compile "$build/bindings/reconciler.c" "$build/obj/reconciler.o"
 objects+=("$build/obj/reconciler.o")
@@ -111,7 +112,11 @@ done
 # component exporting functions is. --strip-debug drops the DWARF that Debian's libc.a carries
 # (most of the size) but keeps the name section, so traps still show function names.
 core=$build/$name.core.wasm
-"${cc[@]}" -mexec-model=reactor -Wl,--strip-debug "${objects[@]}" "$build/bindings/reconciler_component_type.o" \
-  -o "$core"
-"$wit_c" component "$core" "$out"
+if [ ! -f "$core" ] || [ ! -f "$out" ] ||
+    [ -n "$(find "${objects[@]}" "$build/bindings" -newer "$core" -print -quit)" ]; then
+  "${cc[@]}" -mexec-model=reactor -Wl,--strip-debug "${objects[@]}" \
+    "$build/bindings/reconciler_component_type.o" -o "$build/link/$name.core.wasm"
+  mv "$build/link/$name.core.wasm" "$core"  # (the file name is recorded in the module)
+  "$wit_c" component "$core" "$out"
+fi
 echo "== built $out ($(stat -c %s "$out") bytes)"
