@@ -59,9 +59,10 @@ js_toolchain() {
   echo "$dir"
 }
 
-# Builds the JavaScript module $1 into the component $2 against wit/reconcile.wit, world
-# `reconciler`, with $ENGINE and $WASI. Skips the build when the inputs have not changed since the
-# last one (a stamp next to the output).
+# Builds the JavaScript module $1 (with the modules it imports by relative path) into the
+# component $2 against wit/reconcile.wit, world `reconciler`, with $ENGINE and $WASI. Skips the
+# build when the inputs (the *.js files next to $1, the WIT, the pins, this script, the settings)
+# have not changed since the last one (a stamp next to the output).
 js_component() {
   local source=$1 out=$2 engine=${ENGINE:-quickjs} wasi=${WASI:-none}
   local wit="$JS_REPO/wit/reconcile.wit"
@@ -72,8 +73,9 @@ js_component() {
   local toolchain
   toolchain=$(js_toolchain "$engine") || return 1
   local stamp
-  stamp=$(cat "$source" "$wit" "$JS_TOOLCHAIN_DIR/$engine/package-lock.json" "${BASH_SOURCE[0]}" \
-    | sha256sum | cut -d' ' -f1)
+  # Every module next to the source counts: relative imports are bundled into the component.
+  stamp=$(cat "$source" "$(dirname "$source")"/*.js "$wit" \
+    "$JS_TOOLCHAIN_DIR/$engine/package-lock.json" "${BASH_SOURCE[0]}" | sha256sum | cut -d' ' -f1)
   stamp="$stamp engine=$engine wasi=$wasi"
   if [ -f "$out" ] && [ "$(cat "$out.stamp" 2>/dev/null)" = "$stamp" ]; then
     js_say "$out is up to date ($engine, WASI=$wasi)"
