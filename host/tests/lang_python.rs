@@ -1,0 +1,521 @@
+//! Reconcilers written in Python: the configmap-replicator-python example and the noop-python
+//! test guest, built by their `build.sh` (componentize-py 0.25.1, `--stub-wasi`), loaded into the
+//! real host against the embedded API server, next to the Rust replicator they port.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use common::host::{Host, component, guests, manifest, scratch, scripted_component, workspace};
+use common::{WAIT, eventually_async};
+use embedded_apiserver::{ApiServer, Config};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+const MANIFEST: &str = "examples/configmap-replicator-python/plugin.yaml";
+const RUST_MANIFEST: &str = "examples/configmap-replicator/plugin.yaml";
+const PLUGIN: &str = "configmap-replicator-python";
+const FINALIZER: &str = "replicator.example.com/cleanup";
+const COPY_OF: &str = "replicator.example.com/copy-of";
+
+/// The replicator's component, built once, its compiled code in the module cache the test hosts
+/// use (an 18 MB component takes seconds to compile: longer than a test should wait for the
+/// host to start reconciling).
+fn replicator() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let module = scripted_component(
+                "examples/configmap-replicator-python/build.sh",
+                "configmap-replicator-python",
+            );
+            let out = check(&workspace().join(MANIFEST));
+            assert!(
+                out.contains("ok: plugin `configmap-replicator-python` is valid"),
+                "{out}"
+            );
+            module
+        })
+        .clone()
+}
+
+/// The noop guest's component, built and compiled into the module cache once.
+fn noop() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let module =
+                scripted_component("host/tests/guests/noop-python/build.sh", "noop-python");
+            check(&workspace().join("host/tests/guests/noop-python/plugin.yaml"));
+            module
+        })
+        .clone()
+}
+
+/// `reconcile-host check` of `manifest` with the tests' module cache; its stdout. Fails the test
+/// unless it exits 0.
+fn check(manifest: &Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_reconcile-host"))
+        .arg("check")
+        .arg("--module-cache")
+        .arg(guests().join("module-cache"))
+        .arg(manifest)
+        .output()
+        .expect("reconcile-host runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "check {} failed:\n{stdout}\n{}",
+        manifest.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+async fn server() -> ApiServer {
+    ApiServer::start(Config::default())
+        .await
+        .expect("API server starts")
+}
+
+fn config_maps(server: &ApiServer, namespace: &str) -> Api<ConfigMap> {
+    Api::namespaced(server.kube_client().expect("client"), namespace)
+}
+
+async fn namespace(server: &ApiServer, name: &str) {
+    let namespaces: Api<Namespace> = Api::all(server.kube_client().expect("client"));
+    let object = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    namespaces
+        .create(&PostParams::default(), &object)
+        .await
+        .expect("namespace created");
+}
+
+/// Creates the source `default/<name>` labelled `replicator.example.com/replicate=<replicate>`
+/// (`python` for the Python replicator, `true` for the Rust one), listing `namespaces`.
+async fn source(server: &ApiServer, name: &str, replicate: &str, namespaces: &str) {
+    let object: ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": name,
+            "labels": {"replicator.example.com/replicate": replicate},
+            "annotations": {"replicator.example.com/namespaces": namespaces},
+        },
+        "data": {"log-level": "info", "feature-flags": "search,dark-mode"},
+        "binaryData": {"logo.png": "iVBORw0KGgo="},
+    }))
+    .expect("a ConfigMap");
+    config_maps(server, "default")
+        .create(&PostParams::default(), &object)
+        .await
+        .expect("source created");
+}
+
+/// Waits until ConfigMap `namespace/name` exists and `accept` takes it.
+async fn config_map_when(
+    server: &ApiServer,
+    namespace: &str,
+    name: &str,
+    accept: impl Fn(&ConfigMap) -> bool,
+) -> ConfigMap {
+    let api = config_maps(server, namespace);
+    eventually_async(&format!("ConfigMap {namespace}/{name}"), || async {
+        let object = api.get_opt(name).await.ok()??;
+        accept(&object).then_some(object)
+    })
+    .await
+}
+
+async fn gone(server: &ApiServer, namespace: &str, name: &str) {
+    let api = config_maps(server, namespace);
+    eventually_async(&format!("ConfigMap {namespace}/{name} deleted"), || async {
+        matches!(api.get_opt(name).await, Ok(None)).then_some(())
+    })
+    .await;
+}
+
+/// Waits for a `NamespaceNotFound` Warning event about `default/<name>`; its note.
+async fn namespace_not_found_note(server: &ApiServer, name: &str) -> String {
+    let events: Api<Event> = Api::namespaced(server.kube_client().expect("client"), "default");
+    eventually_async(
+        &format!("a NamespaceNotFound event about {name}"),
+        || async {
+            let list = events.list(&ListParams::default()).await.ok()?;
+            list.items.into_iter().find_map(|event| {
+                let about = event.regarding.as_ref()?.name.as_deref() == Some(name);
+                let warning = event.type_.as_deref() == Some("Warning");
+                let reason = event.reason.as_deref() == Some("NamespaceNotFound");
+                (about && warning && reason).then(|| event.note.unwrap_or_default())
+            })
+        },
+    )
+    .await
+}
+
+/// The data of a ConfigMap as `key=value` pairs.
+fn data(object: &ConfigMap) -> BTreeMap<String, String> {
+    object.data.clone().unwrap_or_default()
+}
+
+#[test]
+fn python_unit_tests_of_the_replicator_pass() {
+    replicator();
+    let example = workspace().join("examples/configmap-replicator-python");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace().join("target"), PathBuf::from);
+    let bindings = target.join("guests/configmap-replicator-python/bindings");
+    let path = std::env::join_paths([example.join("src"), example.join("tests"), bindings])
+        .expect("a PYTHONPATH");
+    let out = Command::new(workspace().join(".toolchains/python/bin/python"))
+        .args(["-B", "-m", "unittest", "discover", "-s", "tests"])
+        .current_dir(&example)
+        .env("PYTHONPATH", path)
+        .output()
+        .expect("the toolchain's python runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the Python unit tests failed:\n{stderr}"
+    );
+    assert!(stderr.contains("\nOK"), "{stderr}");
+}
+
+#[test]
+fn python_components_import_no_wasi_at_all() {
+    replicator();
+    noop();
+    for manifest in [MANIFEST, "host/tests/guests/noop-python/plugin.yaml"] {
+        let out = check(&workspace().join(manifest));
+        assert!(!out.contains("wasi:"), "{manifest} imports WASI:\n{out}");
+        assert!(out.contains("kube:reconcile/types@0.1.0"), "{out}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_replicator_copies_syncs_prunes_and_cleans_up_with_its_finalizer() {
+    let server = server().await;
+    let dir = scratch("python-replicator");
+    for ns in ["team-a", "team-b"] {
+        namespace(&server, ns).await;
+    }
+    let plugin = manifest(&dir, MANIFEST, &replicator(), &[]);
+    let host = Host::start(&server, &dir, &[plugin]);
+    let sample = std::fs::read_to_string(
+        workspace().join("examples/configmap-replicator-python/samples/configmap.yaml"),
+    )
+    .expect("sample");
+    let sample: ConfigMap = serde_yaml_ng::from_str(&sample).expect("sample parses");
+    let sources = config_maps(&server, "default");
+    sources
+        .create(&PostParams::default(), &sample)
+        .await
+        .expect("created");
+    let name = "shared-settings-python";
+    for ns in ["team-a", "team-b"] {
+        let copy = config_map_when(&server, ns, name, |c| {
+            data(c).get("log-level").map(String::as_str) == Some("info")
+        })
+        .await;
+        let labels = copy.metadata.labels.unwrap_or_default();
+        assert_eq!(
+            labels,
+            BTreeMap::from([(COPY_OF.to_owned(), format!("default.{name}"))])
+        );
+    }
+    let stored = sources.get(name).await.expect("source");
+    assert_eq!(stored.metadata.finalizers, Some(vec![FINALIZER.to_owned()]));
+
+    // A change of the source reaches the copies.
+    let patch = json!({"data": {"log-level": "debug"}});
+    sources
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("patched");
+    for ns in ["team-a", "team-b"] {
+        config_map_when(&server, ns, name, |c| {
+            data(c).get("log-level").map(String::as_str) == Some("debug")
+        })
+        .await;
+    }
+
+    // A namespace dropped from the annotation loses its copy, found through the cache, and the
+    // guest says so through the log import.
+    let patch =
+        json!({"metadata": {"annotations": {"replicator.example.com/namespaces": "team-a"}}});
+    sources
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("patched");
+    gone(&server, "team-b", name).await;
+    host.wait_log(&[
+        "plugin=\"configmap-replicator-python\"",
+        "key=default/shared-settings-python",
+        "deleted the copy of v1 ConfigMap default/shared-settings-python in team-b, no longer listed",
+    ])
+    .await;
+
+    // Deleting the source removes every copy, then the source itself.
+    sources
+        .delete(name, &DeleteParams::default())
+        .await
+        .expect("deleted");
+    gone(&server, "team-a", name).await;
+    gone(&server, "default", name).await;
+    host.wait_log(&["deleted v1 ConfigMap team-a/shared-settings-python, the copy of"])
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_replicator_warns_of_a_missing_namespace_and_requeues_after_30_s() {
+    let server = server().await;
+    let dir = scratch("python-missing-namespace");
+    namespace(&server, "team-a").await;
+    let plugin = manifest(&dir, MANIFEST, &replicator(), &[]);
+    let _host = Host::start(&server, &dir, &[plugin]);
+    source(&server, "late", "python", "team-a, team-late").await;
+
+    let note = namespace_not_found_note(&server, "late").await;
+    assert_eq!(
+        note,
+        "Cannot copy to namespaces that do not exist: team-late; retrying in 30s"
+    );
+    let warned = tokio::time::Instant::now();
+    config_map_when(&server, "team-a", "late", |_| true).await;
+
+    // Nothing reconciles the source when the namespace appears: the copy there comes from the
+    // requeue-after(30 s) the guest answered.
+    namespace(&server, "team-late").await;
+    let api = config_maps(&server, "team-late");
+    let deadline = warned + Duration::from_secs(30) + WAIT;
+    while api
+        .get_opt("late")
+        .await
+        .expect("API server answers")
+        .is_none()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no copy in team-late within {:?} of the warning",
+            deadline - warned
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let after = warned.elapsed();
+    assert!(
+        after >= Duration::from_secs(20),
+        "the copy came {after:?} after the warning: sooner than the requeue-after of 30 s"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_replicator_errors_are_wit_errors_counted_and_logged() {
+    let server = server().await;
+    let dir = scratch("python-denied");
+    namespace(&server, "team-a").await;
+    // Without grants, adding the finalizer (a patch) is denied.
+    let plugin = manifest(&dir, MANIFEST, &replicator(), &[("grants", "[]")]);
+    let host = Host::start(&server, &dir, &[plugin]);
+    source(&server, "ungranted", "python", "team-a").await;
+
+    host.wait_metric(
+        "reconcile_host_plugin_failures_total{plugin=\"configmap-replicator-python\",reason=\"error\"}",
+        2.0,
+    )
+    .await;
+    host.wait_log(&[
+        "key=default/ungranted",
+        "plugin `configmap-replicator-python`",
+        "failed to add finalizer `replicator.example.com/cleanup`: failed to patch v1 ConfigMap \
+         default/ungranted: the plugin's grants do not allow the call: plugin \
+         `configmap-replicator-python` has no grant to `patch` v1 ConfigMap",
+    ])
+    .await;
+    let traps = host
+        .metric("reconcile_host_plugin_failures_total{plugin=\"configmap-replicator-python\",reason=\"trap\"}")
+        .await;
+    assert_eq!(
+        traps, 0.0,
+        "a Python exception must be an error, not a trap"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_build_importing_wasi_sockets_is_refused_at_load() {
+    let server = server().await;
+    let dir = scratch("python-with-wasi");
+    let status = Command::new("bash")
+        .arg(workspace().join("host/tests/guests/noop-python/build.sh"))
+        .arg("--with-wasi")
+        .status()
+        .expect("bash runs");
+    assert!(status.success(), "noop-python/build.sh --with-wasi failed");
+    let module = noop().with_file_name("noop-python-wasi.wasm");
+    let plugin = manifest(
+        &dir,
+        "host/tests/guests/noop-python/plugin.yaml",
+        &module,
+        &[],
+    );
+    let path = module.display().to_string();
+    let expected = [path.as_str(), "wasi:sockets/"];
+
+    // `check` refuses it (and leaves its compiled code in the module cache, so the host below
+    // does not spend the test's time compiling 18 MB again).
+    let out = Command::new(env!("CARGO_BIN_EXE_reconcile-host"))
+        .arg("check")
+        .arg("--module-cache")
+        .arg(guests().join("module-cache"))
+        .arg(&plugin)
+        .output()
+        .expect("reconcile-host runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    for part in expected {
+        assert!(stderr.contains(part), "expected `{part}` in:\n{stderr}");
+    }
+
+    let mut host = Host::start(&server, &dir, &[plugin]);
+    assert_eq!(host.exit_code().await, Some(2), "log:\n{}", host.log());
+    let log = host.log();
+    for part in expected.into_iter().chain(["plugin `noop-python`"]) {
+        assert!(log.contains(part), "expected `{part}` in:\n{log}");
+    }
+}
+
+#[test]
+fn python_noop_answers_done_and_calls_nothing() {
+    let module = noop();
+    let dir = scratch("python-noop");
+    let object = dir.join("object.yaml");
+    std::fs::write(
+        &object,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: idle, namespace: default, labels: {noop: python}}\ndata: {a: '1'}\n",
+    )
+    .expect("written");
+    let plugin = manifest(
+        &dir,
+        "host/tests/guests/noop-python/plugin.yaml",
+        &module,
+        &[],
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_reconcile-host"))
+        .arg("reconcile")
+        .arg("--module-cache")
+        .arg(guests().join("module-cache"))
+        .args(["--output", "json", "--object"])
+        .arg(&object)
+        .arg(&plugin)
+        .output()
+        .expect("reconcile-host runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
+    assert_eq!(report["action"], json!({"type": "done"}));
+    assert_eq!(report["calls"], json!([]));
+}
+
+/// Removes what must differ between the Rust and the Python copies (names, labels, who wrote
+/// them) and what the API server sets (uid, versions, times).
+fn comparable(object: &ConfigMap) -> Value {
+    let mut value = serde_json::to_value(object).expect("serializes");
+    let metadata = value["metadata"].as_object_mut().expect("metadata");
+    for field in [
+        "name",
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+        "managedFields",
+        "labels",
+    ] {
+        metadata.remove(field);
+    }
+    value
+}
+
+fn managers(object: &ConfigMap) -> Vec<String> {
+    let fields = object.metadata.managed_fields.clone().unwrap_or_default();
+    fields.into_iter().filter_map(|f| f.manager).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rust_and_python_replicators_make_the_same_copies_side_by_side() {
+    let server = server().await;
+    let dir = scratch("python-vs-rust");
+    for ns in ["team-a", "team-b"] {
+        namespace(&server, ns).await;
+    }
+    let plugins = [
+        manifest(&dir, MANIFEST, &replicator(), &[]),
+        manifest(&dir, RUST_MANIFEST, &component("configmap-replicator"), &[]),
+    ];
+    let _host = Host::start(&server, &dir, &plugins);
+    let listed = "team-b, team-a, team-missing, default";
+    source(&server, "from-rust", "true", listed).await;
+    source(&server, "from-python", "python", listed).await;
+
+    for ns in ["team-a", "team-b"] {
+        let rust = config_map_when(&server, ns, "from-rust", |_| true).await;
+        let python = config_map_when(&server, ns, "from-python", |_| true).await;
+        assert_eq!(
+            comparable(&rust),
+            comparable(&python),
+            "the copies in {ns} differ"
+        );
+        assert_eq!(data(&python).len(), 2, "{python:?}");
+        assert_eq!(python.binary_data.as_ref().map(BTreeMap::len), Some(1));
+        for (copy, source) in [(&rust, "from-rust"), (&python, "from-python")] {
+            assert_eq!(
+                copy.metadata.labels.clone().unwrap_or_default(),
+                BTreeMap::from([(COPY_OF.to_owned(), format!("default.{source}"))])
+            );
+        }
+        assert_eq!(managers(&rust), ["configmap-replicator"]);
+        assert_eq!(managers(&python), [PLUGIN]);
+    }
+    // The sources: both carry the finalizer, and neither was copied onto itself.
+    for name in ["from-rust", "from-python"] {
+        let stored = config_maps(&server, "default")
+            .get(name)
+            .await
+            .expect("source");
+        assert_eq!(stored.metadata.finalizers, Some(vec![FINALIZER.to_owned()]));
+    }
+    // The same warning about the namespace that does not exist.
+    let rust = namespace_not_found_note(&server, "from-rust").await;
+    let python = namespace_not_found_note(&server, "from-python").await;
+    assert_eq!(rust, python);
+    assert_eq!(
+        python,
+        "Cannot copy to namespaces that do not exist: team-missing; retrying in 30s"
+    );
+
+    // Deleting both sources deletes both sets of copies, then the sources.
+    for name in ["from-rust", "from-python"] {
+        config_maps(&server, "default")
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("deleted");
+    }
+    for name in ["from-rust", "from-python"] {
+        for ns in ["team-a", "team-b", "default"] {
+            gone(&server, ns, name).await;
+        }
+    }
+}
