@@ -82,6 +82,26 @@ impl PodHost {
         Self { child, log }
     }
 
+    /// Waits until a log line contains every one of `parts`; returns it. Fails after
+    /// [`common::WAIT`], showing the log.
+    async fn wait_log(&self, parts: &[&str]) -> String {
+        let deadline = tokio::time::Instant::now() + common::WAIT;
+        loop {
+            let log = self.log.lock().clone();
+            let found = log
+                .lines()
+                .find(|line| parts.iter().all(|part| line.contains(part)));
+            if let Some(line) = found {
+                return line.to_owned();
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for a log line with {parts:?}; the log:\n{log}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
     /// Waits for the process to exit by itself; its exit code and everything it logged.
     async fn exit(&mut self) -> (Option<i32>, String) {
         let status = eventually_async("the host to exit", || {
@@ -167,6 +187,30 @@ async fn in_a_pod_the_host_finds_the_api_server_over_https_and_reconciles() {
         log.lines().any(|line| line.contains("API server")
             && line.contains(&format!("in-cluster service account {}", sa.display()))),
         "the host says where its configuration came from:\n{log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_pod_the_servers_certificate_is_checked_against_ca_crt() {
+    let other = server().await;
+    let server = server().await;
+    let dir = scratch("cluster-wrong-ca");
+    // The CA of another server: the connection must be refused, not trusted blindly.
+    let sa = service_account(&dir, &other, "default");
+    let host = PodHost::start(&server, &dir, &sa, &[]);
+    host.wait_log(&[
+        "could not read or write the lease",
+        "invalid peer certificate",
+    ])
+    .await;
+    let leases: Api<Lease> = Api::namespaced(server.kube_client().expect("client"), "default");
+    assert!(
+        leases
+            .get_opt("reconcile-host")
+            .await
+            .expect("get")
+            .is_none(),
+        "no Lease was written through an untrusted connection"
     );
 }
 
