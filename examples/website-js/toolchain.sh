@@ -44,6 +44,16 @@ js_toolchain() {
     echo "$dir"
     return
   fi
+  # One install at a time (parallel builds, tests): the others wait, then find it installed.
+  mkdir -p "$JS_REPO/.toolchains/js"
+  local lock
+  exec {lock}>"$JS_REPO/.toolchains/js/.$engine.lock"
+  flock "$lock"
+  if [ "$(cat "$dir/.installed" 2>/dev/null)" = "$pinned" ]; then
+    exec {lock}>&-
+    echo "$dir"
+    return
+  fi
   js_ensure_node
   js_say "installing the pinned $engine toolchain into $dir (npm install from the lock file)"
   mkdir -p "$dir"
@@ -56,6 +66,7 @@ js_toolchain() {
     return 1
   fi
   echo "$pinned" >"$dir/.installed"
+  exec {lock}>&-
   echo "$dir"
 }
 
