@@ -38,9 +38,11 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// `run` and `rbac`: running the host in a cluster and granting it what its plugins need.
-    #[command(flatten)]
-    Run(Deploy),
+    /// Run the host: informers, controllers, leader election, metrics and health endpoints.
+    ///
+    /// Settings come from, in increasing precedence: defaults, the --config file, environment
+    /// variables, flags.
+    Run(Box<RunArgs>),
     /// Run the host on an embedded in-memory API server with the example plugins loaded and
     /// their samples applied: no cluster needed. Build the examples first (`make dev` does both).
     Dev(crate::dev::DevArgs),
@@ -51,16 +53,6 @@ pub enum Command {
     /// the guest's API calls are recorded and printed, not applied. Exits 0 when the reconcile
     /// succeeds, 1 when the guest fails, 2 on bad input.
     Reconcile(crate::tools::ReconcileArgs),
-}
-
-/// The subcommands for running the host in a cluster.
-#[derive(Debug, Subcommand)]
-pub enum Deploy {
-    /// Run the host: informers, controllers, leader election, metrics and health endpoints.
-    ///
-    /// Settings come from, in increasing precedence: defaults, the --config file, environment
-    /// variables, flags.
-    Run(Box<RunArgs>),
     /// Print the RBAC objects (ClusterRole, Roles, bindings) that plugin manifests need, as
     /// YAML for `kubectl apply -f -`. Exits 2 when a manifest is unusable.
     Rbac(Box<crate::rbac::RbacArgs>),
@@ -185,8 +177,8 @@ fn set<T>(field: &mut T, value: Option<T>) {
 /// Runs `reconcile-host` with `cli`; the process exit code.
 pub async fn main(cli: Cli) -> ExitCode {
     match cli.command {
-        Command::Run(Deploy::Rbac(args)) => crate::rbac::rbac(*args).await,
-        Command::Run(Deploy::Run(args)) => {
+        Command::Rbac(args) => crate::rbac::rbac(*args).await,
+        Command::Run(args) => {
             let config = match args.resolve() {
                 Ok(config) => config,
                 Err(error) => {

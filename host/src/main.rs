@@ -12,7 +12,7 @@ fn default_filter(cli: &Cli) -> &'static str {
     match cli.command {
         Command::Dev(_) => "info,reconcile_host::controller=debug",
         Command::Run(_) => "info",
-        Command::Check(_) => "warn",
+        Command::Check(_) | Command::Rbac(_) => "warn",
         Command::Reconcile(_) => "info",
     }
 }
