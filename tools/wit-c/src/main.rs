@@ -121,3 +121,90 @@ fn write_if_changed(path: &Path, contents: &[u8]) -> Result<()> {
     std::fs::rename(&temporary, path)
         .with_context(|| format!("cannot move {} into place", path.display()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("wit-c-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        dir
+    }
+
+    #[test]
+    fn bindings_of_the_reconciler_world_declare_the_export_and_every_import() {
+        let out = scratch("bindings");
+        let wit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../wit");
+        bindings(&wit, &out).expect("bindings generated");
+        let header = std::fs::read_to_string(out.join("reconciler.h")).expect("header");
+        for declaration in [
+            "bool exports_reconciler_reconcile(reconciler_request_t *request",
+            "kube_reconcile_cache_get(",
+            "kube_reconcile_cache_list(",
+            "kube_reconcile_client_apply(",
+            "kube_reconcile_client_delete(",
+            "kube_reconcile_events_record_event(",
+            "kube_reconcile_log_log(",
+            "void reconciler_request_free(",
+        ] {
+            assert!(
+                header.contains(declaration),
+                "reconciler.h lacks `{declaration}`"
+            );
+        }
+        assert!(out.join("reconciler.c").is_file());
+        assert!(out.join("reconciler_component_type.o").is_file());
+    }
+
+    #[test]
+    fn a_component_or_garbage_is_refused_with_the_file_named() {
+        let dir = scratch("refused");
+        let component = dir.join("already.wasm");
+        std::fs::write(&component, b"\0asm\x0d\0\x01\0").expect("written");
+        let error = format!(
+            "{:#}",
+            super::component(&component, &dir.join("out.wasm")).expect_err("refused")
+        );
+        assert!(
+            error.contains("already.wasm is already a component"),
+            "{error}"
+        );
+
+        let garbage = dir.join("garbage.wasm");
+        std::fs::write(&garbage, b"not wasm").expect("written");
+        let error = format!(
+            "{:#}",
+            super::component(&garbage, &dir.join("out.wasm")).expect_err("refused")
+        );
+        assert!(
+            error
+                .contains("garbage.wasm is not a core module with the reconciler's component type"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn unchanged_output_is_not_rewritten() {
+        let dir = scratch("unchanged");
+        let path = dir.join("file");
+        write_if_changed(&path, b"one").expect("written");
+        let past = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .and_then(|file| file.set_modified(past))
+            .expect("mtime set");
+        write_if_changed(&path, b"one").expect("unchanged");
+        let modified = std::fs::metadata(&path)
+            .and_then(|m| m.modified())
+            .expect("mtime");
+        assert_eq!(
+            modified, past,
+            "an identical write must leave the file alone"
+        );
+        write_if_changed(&path, b"two").expect("changed");
+        assert_eq!(std::fs::read(&path).expect("read"), b"two");
+    }
+}
