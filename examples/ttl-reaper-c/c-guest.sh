@@ -28,7 +28,8 @@ for source in "$@"; do
   sources+=("$(cd "$(dirname "$source")" && pwd)/$(basename "$source")")
 done
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+self=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
+repo=$(cd "$(dirname "$self")/../.." && pwd)
 target=${CARGO_TARGET_DIR:-$repo/target}
 case $target in /*) ;; *) target=$PWD/$target ;; esac  # relative to the cwd, as for cargo
 build=$target/guests/c/$name
@@ -41,7 +42,7 @@ packages=(
   "clang-19=$LLVM_VERSION"
   "lld-19=$LLVM_VERSION"
   "libclang-rt-19-dev-wasm32=$LLVM_VERSION"  # compiler builtins for wasm32
-  "libclang-rt-19-dev=$LLVM_VERSION"         # sanitizer runtimes for the native parser tests
+  "libclang-rt-19-dev=$LLVM_VERSION"         # sanitizer runtimes for the native tests
   "wasi-libc=$WASI_LIBC_VERSION"
 )
 
@@ -92,9 +93,11 @@ objects=()
 compile() {  # compile <source> <object> <flags...>
   local source=$1 object=$2
   shift 2
-  # Rebuild when the source, any header next to it or the bindings are newer than the object.
-  if [ -f "$object" ] && [ -z "$(find "$source" "$(dirname "$source")" "$build/bindings" \
-      -maxdepth 1 \( -name '*.c' -o -name '*.h' \) -newer "$object" -print -quit)" ]; then
+  # Rebuild when the source, a header next to it or in the bindings, or this script (the flags)
+  # is newer than the object.
+  if [ -f "$object" ] && [ -z "$(find "$source" "$self" "$(dirname "$source")" "$build/bindings" \
+      -maxdepth 1 \( -path "$source" -o -path "$self" -o -name '*.h' \) -newer "$object" \
+      -print -quit)" ]; then
     return
   fi
   "${cc[@]}" "$@" -I "$build/bindings" -c "$source" -o "$object.tmp"
@@ -113,7 +116,7 @@ done
 # (most of the size) but keeps the name section, so traps still show function names.
 core=$build/$name.core.wasm
 if [ ! -f "$core" ] || [ ! -f "$out" ] ||
-    [ -n "$(find "${objects[@]}" "$build/bindings" -newer "$core" -print -quit)" ]; then
+    [ -n "$(find "${objects[@]}" "$self" "$build/bindings" -newer "$core" -print -quit)" ]; then
   "${cc[@]}" -mexec-model=reactor -Wl,--strip-debug "${objects[@]}" \
     "$build/bindings/reconciler_component_type.o" -o "$build/link/$name.core.wasm"
   mv "$build/link/$name.core.wasm" "$core"  # (the file name is recorded in the module)
