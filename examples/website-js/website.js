@@ -45,7 +45,7 @@ function reconcileWebsite(request) {
   if (namespace == null) {
     throw new Error('a Website is namespaced');
   }
-  const spec = website.spec ?? {};
+  const spec = websiteSpec(website);
   const owner = ownerReference(website);
 
   // The informer cache of an owned kind: no API round trip.
@@ -74,6 +74,18 @@ function reconcileWebsite(request) {
     client.apply(JSON.stringify(status), true, 'status'));
   log.log('debug', `${API_VERSION} ${KIND} ${namespace}/${name} serves ${spec.image} with ${spec.replicas} replicas`);
   return { tag: 'requeue-after', val: RECHECK_MS };
+}
+
+/** What the user asks for: which image to serve, with how many replicas. */
+function websiteSpec(website) {
+  const spec = website.spec;
+  if (typeof spec?.image !== 'string') {
+    throw new Error('the Website does not parse: spec.image must be a string');
+  }
+  if (!Number.isInteger(spec.replicas)) {
+    throw new Error('the Website does not parse: spec.replicas must be an integer');
+  }
+  return { image: spec.image, replicas: spec.replicas };
 }
 
 /** The controller reference from a child to its Website, so the child goes with it. */
