@@ -8,6 +8,10 @@ VENV := $(CURDIR)/.venv
 EXAMPLES := -p configmap-replicator -p website
 TEST_GUESTS := -p testbed -p noop -p wrong-world -p stamp -p always-trap
 WASM := --release --target wasm32-wasip2
+# Components in other languages (Python, JavaScript, C): each `build.sh` installs its pinned
+# toolchain when missing and writes `target/guests/<name>.wasm`.
+SCRIPTED_EXAMPLES := $(sort $(wildcard examples/*/build.sh))
+SCRIPTED_GUESTS := $(sort $(wildcard host/tests/guests/*/build.sh))
 
 .PHONY: test deps fmt-check clippy guests unit bench dev examples
 
@@ -25,9 +29,11 @@ clippy:
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(CARGO) clippy $(EXAMPLES) $(TEST_GUESTS) --target wasm32-wasip2 --locked -- -D warnings
 
-## The example and test components (the end-to-end tests also build them if missing).
+## The example and test components in every language (the end-to-end tests also build them
+## if missing).
 guests:
 	$(CARGO) build $(WASM) --locked $(EXAMPLES) $(TEST_GUESTS)
+	for script in $(SCRIPTED_EXAMPLES) $(SCRIPTED_GUESTS); do bash "$$script"; done
 
 unit:
 	PATH="$(VENV)/bin:$$PATH" $(CARGO) test --workspace --locked
@@ -39,6 +45,7 @@ bench:
 examples:
 	rustup target add wasm32-wasip2 >/dev/null 2>&1 || rustup target add wasm32-wasip2
 	$(CARGO) build $(WASM) --locked $(EXAMPLES)
+	for script in $(SCRIPTED_EXAMPLES); do bash "$$script"; done
 
 ## The host on an in-memory API server with the examples loaded and their samples applied.
 dev: examples

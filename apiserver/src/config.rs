@@ -17,6 +17,7 @@ pub struct Config {
     pub(crate) watch_buffer: usize,
     pub(crate) bookmark_interval: Duration,
     pub(crate) default_namespaces: Vec<String>,
+    pub(crate) token: Option<String>,
 }
 
 impl Default for Config {
@@ -34,6 +35,7 @@ impl Default for Config {
                 "kube-public".into(),
                 "kube-node-lease".into(),
             ],
+            token: None,
         }
     }
 }
@@ -50,6 +52,15 @@ impl Config {
     #[must_use]
     pub fn https_addr(mut self, addr: Option<SocketAddr>) -> Self {
         self.https_addr = addr;
+        self
+    }
+
+    /// Require `Authorization: Bearer <token>` on every request; others get `401 Unauthorized`.
+    /// The kubeconfig and the client the server hands out carry it. Default: any credentials,
+    /// or none, are accepted.
+    #[must_use]
+    pub fn require_token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
         self
     }
 

@@ -74,6 +74,9 @@ pub enum ApiError {
         /// Seconds the client should wait.
         retry_after_secs: u64,
     },
+    /// 401 Unauthorized: the request lacks the bearer token the server requires.
+    #[error("{0}")]
+    Unauthorized(String),
     /// 403 Forbidden: e.g. creating in a terminating namespace.
     #[error("{0}")]
     Forbidden(String),
@@ -101,6 +104,7 @@ impl ApiError {
             ApiError::Gone(_) | ApiError::Expired(_) => 410,
             ApiError::TooManyRequests { .. } => 429,
             ApiError::MethodNotAllowed(_) => 405,
+            ApiError::Unauthorized(_) => 401,
             ApiError::Forbidden(_) => 403,
             ApiError::UnsupportedMediaType(_) => 415,
             ApiError::Internal(_) => 500,
@@ -119,6 +123,7 @@ impl ApiError {
             ApiError::Expired(_) => "Expired",
             ApiError::TooManyRequests { .. } => "TooManyRequests",
             ApiError::MethodNotAllowed(_) => "MethodNotAllowed",
+            ApiError::Unauthorized(_) => "Unauthorized",
             ApiError::Forbidden(_) => "Forbidden",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::Internal(_) => "InternalError",

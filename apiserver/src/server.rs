@@ -49,6 +49,7 @@ pub struct ApiServer {
     http_addr: SocketAddr,
     https_addr: Option<SocketAddr>,
     ca_pem: String,
+    token: Option<String>,
     cancel: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -90,6 +91,7 @@ impl ApiServer {
         let app = Arc::new(App {
             cluster: cluster.clone(),
             shutdown: cancel.clone(),
+            token: config.token.clone(),
         });
         let certs = tls::generate()?;
         let mut tasks = vec![tokio::spawn(gc::run(
@@ -128,6 +130,7 @@ impl ApiServer {
             http_addr,
             https_addr,
             ca_pem: certs.ca_pem,
+            token: config.token,
             cancel,
             tasks,
         })
@@ -171,7 +174,7 @@ impl ApiServer {
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [{"name": "embedded", "cluster": cluster}],
-            "users": [{"name": "embedded", "user": {"token": "embedded-apiserver"}}],
+            "users": [{"name": "embedded", "user": {"token": self.token.as_deref().unwrap_or("embedded-apiserver")}}],
             "contexts": [{"name": "embedded", "context": {"cluster": "embedded", "user": "embedded", "namespace": "default"}}],
             "current-context": "embedded",
         });
@@ -202,6 +205,7 @@ impl ApiServer {
             .expect("an http URL built from a socket address parses");
         let mut config = kube::Config::new(uri);
         config.default_namespace = "default".into();
+        config.auth_info.token = self.token.clone().map(Into::into);
         kube::Client::try_from(config).map_err(|source| ClientError { url, source })
     }
 

@@ -301,3 +301,26 @@ async fn metadata_only_lists_and_watches_return_partial_object_metadata() {
     .expect("the metadata watcher sees the object");
     assert!(seen);
 }
+
+#[tokio::test]
+async fn a_required_token_is_checked_on_every_request() {
+    let s = common::start(embedded_apiserver::Config::default().require_token("s3cret")).await;
+    // The client the server hands out carries the token.
+    let api: Api<ConfigMap> = Api::default_namespaced(s.kube_client().unwrap());
+    api.create(&PostParams::default(), &cm("a", "1"))
+        .await
+        .expect("the server's own client is let in");
+    assert!(s.kubeconfig().contains("\"token\": \"s3cret\""));
+    // No token, or another one: 401 with a Status.
+    let (code, body) = common::raw_get(&s.url(), "/api/v1/namespaces/default/configmaps").await;
+    assert_eq!(code, 401, "{body}");
+    assert!(body.contains("\"reason\":\"Unauthorized\""), "{body}");
+    let mut config = kube::Config::new(s.url().parse().unwrap());
+    config.auth_info.token = Some("wrong".to_string().into());
+    let other: Api<ConfigMap> = Api::default_namespaced(kube::Client::try_from(config).unwrap());
+    let error = other.get("a").await.unwrap_err();
+    assert!(
+        matches!(&error, kube::Error::Api(status) if status.code == 401),
+        "{error:?}"
+    );
+}

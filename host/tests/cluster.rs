@@ -4,24 +4,23 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
+use std::process::Command;
 
 use common::eventually_async;
-use common::host::{component, free_port, guests, manifest, scratch, workspace};
+use common::host::{Host, component, manifest, scratch, workspace};
 use embedded_apiserver::{ApiServer, Config};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use kube::api::{Api, ObjectMeta, PostParams};
-use parking_lot::Mutex;
 
 const HOST: &str = env!("CARGO_BIN_EXE_reconcile-host");
+/// The service account's token; the API server refuses requests without it.
+const TOKEN: &str = "service-account-token";
 
 async fn server() -> ApiServer {
-    ApiServer::start(Config::default())
+    ApiServer::start(Config::default().require_token(TOKEN))
         .await
         .expect("API server starts")
 }
@@ -30,7 +29,7 @@ async fn server() -> ApiServer {
 fn service_account(dir: &Path, server: &ApiServer, namespace: &str) -> PathBuf {
     let sa = dir.join("serviceaccount");
     std::fs::create_dir_all(&sa).expect("service account dir");
-    std::fs::write(sa.join("token"), "embedded-apiserver").expect("token");
+    std::fs::write(sa.join("token"), TOKEN).expect("token");
     server.write_ca(&sa.join("ca.crt")).expect("ca.crt");
     std::fs::write(sa.join("namespace"), namespace).expect("namespace");
     sa
@@ -38,91 +37,23 @@ fn service_account(dir: &Path, server: &ApiServer, namespace: &str) -> PathBuf {
 
 /// The host binary as a pod runs it: no kubeconfig anywhere, the service variables pointing at
 /// the HTTPS listener, the service account in `sa`.
-struct PodHost {
-    child: Child,
-    log: Arc<Mutex<String>>,
-}
-
-impl PodHost {
-    fn start(server: &ApiServer, dir: &Path, sa: &Path, args: &[&str]) -> Self {
-        let https = server.https_url().expect("HTTPS listener");
-        let port = https.rsplit(':').next().expect("port").to_owned();
-        let home = dir.join("home");
-        std::fs::create_dir_all(&home).expect("home");
-        let metrics = format!("127.0.0.1:{}", free_port());
-        let mut child = Command::new(HOST)
-            .arg("run")
-            .args(["--metrics-address", &metrics])
-            .arg("--service-account-dir")
-            .arg(sa)
-            .arg("--module-cache")
-            .arg(guests().join("module-cache"))
-            .args(args)
-            .env_remove("KUBECONFIG")
-            .env_remove("RECONCILE_HOST_KUBECONFIG")
-            .env_remove("RECONCILE_HOST_LEASE_NAMESPACE")
-            .env("HOME", &home)
-            .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
-            .env("KUBERNETES_SERVICE_PORT", &port)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("host spawns");
-        let log = Arc::new(Mutex::new(String::new()));
-        let stderr = child.stderr.take().expect("stderr piped");
-        let sink = Arc::clone(&log);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let mut log = sink.lock();
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
-        Self { child, log }
-    }
-
-    /// Waits until a log line contains every one of `parts`; returns it. Fails after
-    /// [`common::WAIT`], showing the log.
-    async fn wait_log(&self, parts: &[&str]) -> String {
-        let deadline = tokio::time::Instant::now() + common::WAIT;
-        loop {
-            let log = self.log.lock().clone();
-            let found = log
-                .lines()
-                .find(|line| parts.iter().all(|part| line.contains(part)));
-            if let Some(line) = found {
-                return line.to_owned();
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "timed out waiting for a log line with {parts:?}; the log:\n{log}"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-    }
-
-    /// Waits for the process to exit by itself; its exit code and everything it logged.
-    async fn exit(&mut self) -> (Option<i32>, String) {
-        let status = eventually_async("the host to exit", || {
-            std::future::ready(self.child.try_wait().expect("wait"))
-        })
-        .await;
-        // The reader thread sees the end of the pipe once the process is gone.
-        let log = eventually_async("the host's stderr to close", || {
-            let log = self.log.lock().clone();
-            std::future::ready((Arc::strong_count(&self.log) == 1).then_some(log))
-        })
-        .await;
-        (status.code(), log)
-    }
-}
-
-impl Drop for PodHost {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn pod_host(server: &ApiServer, dir: &Path, sa: &Path, args: &[&str]) -> Host {
+    let https = server.https_url().expect("HTTPS listener");
+    let port = https.rsplit(':').next().expect("port").to_owned();
+    let home = dir.join("home");
+    std::fs::create_dir_all(&home).expect("home");
+    let mut command = Host::command();
+    command
+        .arg("--service-account-dir")
+        .arg(sa)
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .env_remove("RECONCILE_HOST_KUBECONFIG")
+        .env_remove("RECONCILE_HOST_LEASE_NAMESPACE")
+        .env("HOME", &home)
+        .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+        .env("KUBERNETES_SERVICE_PORT", &port);
+    Host::spawn(command)
 }
 
 async fn namespace(server: &ApiServer, name: &str) {
@@ -155,7 +86,7 @@ async fn in_a_pod_the_host_finds_the_api_server_over_https_and_reconciles() {
         &[],
     );
     let plugin = plugin.display().to_string();
-    let host = PodHost::start(&server, &dir, &sa, &["--plugin", &plugin]);
+    let host = pod_host(&server, &dir, &sa, &["--plugin", &plugin]);
 
     let client = server.kube_client().expect("client");
     let text = std::fs::read_to_string(
@@ -182,12 +113,22 @@ async fn in_a_pod_the_host_finds_the_api_server_over_https_and_reconciles() {
     })
     .await;
     assert!(lease.spec.and_then(|s| s.holder_identity).is_some());
-    let log = host.log.lock().clone();
+    let log = host.log();
     assert!(
         log.lines().any(|line| line.contains("API server")
             && line.contains(&format!("in-cluster service account {}", sa.display()))),
         "the host says where its configuration came from:\n{log}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_pod_the_token_is_what_authenticates_the_host() {
+    let server = server().await;
+    let dir = scratch("cluster-wrong-token");
+    let sa = service_account(&dir, &server, "default");
+    std::fs::write(sa.join("token"), "another-token").expect("token");
+    let host = pod_host(&server, &dir, &sa, &[]);
+    host.wait_log(&["Unauthorized"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -197,7 +138,7 @@ async fn in_a_pod_the_servers_certificate_is_checked_against_ca_crt() {
     let dir = scratch("cluster-wrong-ca");
     // The CA of another server: the connection must be refused, not trusted blindly.
     let sa = service_account(&dir, &other, "default");
-    let host = PodHost::start(&server, &dir, &sa, &[]);
+    let host = pod_host(&server, &dir, &sa, &[]);
     host.wait_log(&[
         "could not read or write the lease",
         "invalid peer certificate",
@@ -220,8 +161,9 @@ async fn in_a_pod_without_a_token_the_host_exits_2_naming_the_file_and_the_fix()
     let dir = scratch("cluster-no-token");
     let sa = service_account(&dir, &server, "default");
     std::fs::remove_file(sa.join("token")).expect("token removed");
-    let mut host = PodHost::start(&server, &dir, &sa, &[]);
-    let (code, log) = host.exit().await;
+    let mut host = pod_host(&server, &dir, &sa, &[]);
+    let code = host.exit_code().await;
+    let log = host.log();
     assert_eq!(code, Some(2), "{log}");
     let token = sa.join("token");
     assert!(

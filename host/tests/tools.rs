@@ -7,7 +7,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use common::host::{component, guests, manifest, scratch, workspace};
+use common::host::{component, manifest, module_cache, scratch, workspace};
 use serde_json::{Value, json};
 
 /// Runs the binary with `args` (and the tests' module cache), feeding `stdin` if given.
@@ -16,7 +16,7 @@ fn host(args: &[&str], stdin: Option<&str>) -> Output {
     command
         .args(args)
         .arg("--module-cache")
-        .arg(guests().join("module-cache"))
+        .arg(module_cache())
         .env("RUST_LOG", "info")
         .stdin(if stdin.is_some() {
             Stdio::piped()

@@ -31,6 +31,8 @@ const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 pub(crate) struct App {
     pub cluster: Arc<Cluster>,
     pub shutdown: CancellationToken,
+    /// The bearer token every request must carry, if any.
+    pub token: Option<String>,
 }
 
 /// The router serving the whole API.
@@ -80,6 +82,16 @@ fn not_found_path(path: &str) -> ApiError {
 }
 
 async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
+    if let Some(token) = &app.token {
+        let presented = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if presented != Some(token.as_str()) {
+            return error_response(&ApiError::Unauthorized("Unauthorized".into()));
+        }
+    }
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let query: Query = req

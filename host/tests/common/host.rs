@@ -35,8 +35,7 @@ pub fn workspace() -> PathBuf {
 pub fn guests() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map_or_else(|| workspace().join("target"), PathBuf::from);
+        let target = target_dir();
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let mut command = Command::new(cargo);
         command
@@ -51,6 +50,17 @@ pub fn guests() -> &'static Path {
         assert!(status.success(), "building the guest components failed");
         target.join("wasm32-wasip2").join("release")
     })
+}
+
+/// The compiled-module cache the tests' hosts share, so each component is compiled once per
+/// run.
+pub fn module_cache() -> PathBuf {
+    target_dir().join("test-module-cache")
+}
+
+/// The target directory: `$CARGO_TARGET_DIR`, else `target/` in the workspace.
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace().join("target"), PathBuf::from)
 }
 
 /// The built component of guest crate `crate_name`.
@@ -118,17 +128,28 @@ impl Host {
     pub fn start_with(server: &ApiServer, dir: &Path, plugins: &[PathBuf], args: &[&str]) -> Self {
         let kubeconfig = dir.join("kubeconfig");
         server.write_kubeconfig(&kubeconfig).expect("kubeconfig");
-        let metrics = format!("127.0.0.1:{}", free_port());
+        let mut command = Self::command();
+        command
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["--leader-elect", "false"])
+            .args(args);
+        for plugin in plugins {
+            command.arg("--plugin").arg(plugin);
+        }
+        Self::spawn(command)
+    }
+
+    /// `reconcile-host run` with the tests' settings: a free metrics port, client limits high
+    /// enough not to throttle, the guests' module cache, debug logs of controllers and plugins.
+    pub fn command() -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_reconcile-host"));
         command
             .arg("run")
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(["--leader-elect", "false", "--metrics-address", &metrics])
+            .args(["--metrics-address", &format!("127.0.0.1:{}", free_port())])
             .args(["--qps", "500", "--burst", "1000"])
             .arg("--module-cache")
-            .arg(guests().join("module-cache"))
-            .args(args)
+            .arg(module_cache())
             .env(
                 "RUST_LOG",
                 "info,reconcile_host::controller=debug,reconcile_host::plugin::supervisor=debug",
@@ -136,9 +157,19 @@ impl Host {
             .env_remove("RUST_BACKTRACE")
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        for plugin in plugins {
-            command.arg("--plugin").arg(plugin);
-        }
+        command
+    }
+
+    /// Spawns `command` (from [`command`](Self::command), with more arguments), collecting its
+    /// log.
+    pub fn spawn(mut command: Command) -> Self {
+        let metrics = command
+            .get_args()
+            .skip_while(|arg| *arg != "--metrics-address")
+            .nth(1)
+            .and_then(|arg| arg.to_str())
+            .expect("the command has --metrics-address")
+            .to_owned();
         let mut child = command.spawn().expect("host spawns");
         let log = Arc::new(Mutex::new(String::new()));
         let stderr = child.stderr.take().expect("stderr piped");
@@ -217,8 +248,12 @@ impl Host {
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
             if let Some(status) = self.child.try_wait().expect("wait") {
-                // Let the reader thread drain the pipe.
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                // The reader thread ends (dropping its handle on the log) once it has read the
+                // pipe to its end.
+                super::eventually("the host's stderr to be read to its end", || {
+                    Arc::strong_count(&self.log) == 1
+                })
+                .await;
                 return status.code();
             }
             assert!(
@@ -274,8 +309,7 @@ pub fn scripted_component(script: &str, name: &str) -> PathBuf {
     if let Some(path) = built.get(script) {
         return path.clone();
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| workspace().join("target"), PathBuf::from);
+    let target = target_dir();
     let status = Command::new("bash")
         .arg(workspace().join(script))
         .current_dir(workspace())
