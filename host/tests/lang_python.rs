@@ -519,3 +519,83 @@ async fn rust_and_python_replicators_make_the_same_copies_side_by_side() {
         }
     }
 }
+
+/// `reconcile-host reconcile --output json` of `manifest` (for `module`) on `object` with
+/// `cache`; the report.
+fn reconcile_report(dir: &Path, source: &str, module: &Path, object: &Path, cache: &Path) -> Value {
+    let plugin = manifest(dir, source, module, &[]);
+    let out = Command::new(env!("CARGO_BIN_EXE_reconcile-host"))
+        .arg("reconcile")
+        .arg("--module-cache")
+        .arg(guests().join("module-cache"))
+        .args(["--output", "json", "--object"])
+        .arg(object)
+        .arg("--cache")
+        .arg(cache)
+        .arg(&plugin)
+        .output()
+        .expect("reconcile-host runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("a JSON report")
+}
+
+#[test]
+fn rust_and_python_replicators_make_the_same_calls_for_the_same_object() {
+    let dir = scratch("python-vs-rust-calls");
+    let mut reports = Vec::new();
+    for (name, replicate, source, module) in [
+        (
+            "from-rust",
+            "true",
+            RUST_MANIFEST,
+            component("configmap-replicator"),
+        ),
+        ("from-python", "python", MANIFEST, replicator()),
+    ] {
+        let object = dir.join(format!("{name}.yaml"));
+        let text = format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: default\n  \
+             labels: {{replicator.example.com/replicate: '{replicate}'}}\n  \
+             annotations: {{replicator.example.com/namespaces: 'team-b, team-a'}}\n  \
+             finalizers: [{FINALIZER}]\ndata: {{a: '1'}}\nbinaryData: {{b: AAE=}}\n"
+        );
+        std::fs::write(&object, text).expect("written");
+        // A copy in a namespace no longer listed, for the cache.
+        let stale = dir.join(format!("{name}-stale.yaml"));
+        let text = format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: team-c\n  \
+             labels: {{{COPY_OF}: default.{name}}}\n"
+        );
+        std::fs::write(&stale, text).expect("written");
+        let report = reconcile_report(&dir, source, &module, &object, &stale);
+        // The same calls once the source's name is the same.
+        let text = report.to_string().replace(name, "SOURCE");
+        reports.push(serde_json::from_str::<Value>(&text).expect("JSON"));
+    }
+    assert_eq!(reports[0], reports[1]);
+    let calls: Vec<(&str, &str)> = reports[1]["calls"]
+        .as_array()
+        .expect("calls")
+        .iter()
+        .map(|c| {
+            (
+                c["verb"].as_str().unwrap_or_default(),
+                c["namespace"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("apply", "team-a"),
+            ("apply", "team-b"),
+            ("delete", "team-c")
+        ]
+    );
+    assert_eq!(reports[1]["action"], json!({"type": "done"}));
+}
