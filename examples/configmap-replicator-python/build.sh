@@ -47,5 +47,7 @@ start=$(date +%s)
 rm -f "$out.stamp"
 "$tool" -q -d "$repo/wit" -w reconciler componentize --stub-wasi -p "$here/src" replicator -o "$out.tmp"
 mv "$out.tmp" "$out"
+# Pre-initialisation imports the sources and leaves CPython 3.14 bytecode next to them.
+find "$here/src" -name __pycache__ -type d -prune -exec rm -rf {} +
 echo "$stamp" >"$out.stamp"
 echo "== built $out ($(du -h "$out" | cut -f1), $(($(date +%s) - start)) s)"

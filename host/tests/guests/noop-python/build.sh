@@ -42,5 +42,6 @@ start=$(date +%s)
 rm -f "$out.stamp"
 "$tool" -q -d "$repo/wit" -w reconciler componentize "${flags[@]+"${flags[@]}"}" -p "$here" noop -o "$out.tmp"
 mv "$out.tmp" "$out"
+rm -rf "$here/__pycache__" # bytecode pre-initialisation leaves next to noop.py
 echo "$stamp" >"$out.stamp"
 echo "== built $out ($(du -h "$out" | cut -f1), $(($(date +%s) - start)) s)"
