@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use common::eventually_async;
-use common::host::{Host, component, guests, manifest, scratch, scripted_component, workspace};
+use common::host::{
+    Host, component, manifest, module_cache, scratch, scripted_component, target_dir, workspace,
+};
 use embedded_apiserver::{ApiServer, Config};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service};
@@ -332,7 +334,7 @@ fn reconcile_host(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_reconcile-host"))
         .args(args)
         .arg("--module-cache")
-        .arg(guests().join("module-cache"))
+        .arg(module_cache())
         .env("RUST_LOG", "warn")
         .output()
         .expect("reconcile-host runs")
@@ -552,11 +554,7 @@ async fn broken_javascript_builds_are_refused_at_load_with_the_reason() {
 async fn the_spidermonkey_build_of_the_same_source_loads_and_reconciles() {
     let server = server().await;
     let dir = scratch("js-spidermonkey");
-    let target = guests()
-        .parent()
-        .and_then(Path::parent)
-        .expect("<target>/wasm32-wasip2/release")
-        .join("js-spidermonkey");
+    let target = target_dir().join("js-spidermonkey");
     let status = Command::new("bash")
         .arg(workspace().join(WEBSITE_JS))
         .env("ENGINE", "spidermonkey")
