@@ -695,9 +695,62 @@ async fn the_deployments_configuration_resolves_to_its_mounts_and_finds_the_plug
 struct Process {
     child: Child,
     log: PathBuf,
+    /// Where it serves /metrics, /healthz and /readyz.
+    metrics: String,
 }
 
 impl Process {
+    /// The real binary with the pod's arguments and environment, on the API server whose
+    /// kubeconfig is in `dir` (in the pod: the service account's credentials), serving its
+    /// endpoints on a free loopback port.
+    fn start(dir: &Path, pod: &Pod) -> Self {
+        let metrics = format!("127.0.0.1:{}", free_port());
+        let log = dir.join("host.log");
+        let child = Command::new(env!("CARGO_BIN_EXE_reconcile-host"))
+            .args(&pod.args)
+            .envs(pod.env.iter().map(|(k, v)| (k, v)))
+            .arg("--kubeconfig")
+            .arg(dir.join("kubeconfig"))
+            .arg(format!("--metrics-address={metrics}"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"))
+            .spawn()
+            .expect("the host starts");
+        Self {
+            child,
+            log,
+            metrics,
+        }
+    }
+
+    /// Waits until this replica holds the Lease `reconcile-host` in the deployment's namespace
+    /// and says so in its metrics.
+    async fn wait_leading(&self, dir: &Path) {
+        eventually_async("a holder of the Lease", || async {
+            let lease = kubectl(
+                dir,
+                &[
+                    "get",
+                    "lease",
+                    "reconcile-host",
+                    "-n",
+                    NAMESPACE,
+                    "-o",
+                    "jsonpath={.spec.holderIdentity}",
+                ],
+            )
+            .await
+            .ok()?;
+            (!lease.is_empty()).then_some(())
+        })
+        .await;
+        eventually_async("leader_election_master_status 1", || async {
+            let series = "leader_election_master_status{name=\"reconcile-host\"}";
+            (metric(&self.metrics, series).await == 1.0).then_some(())
+        })
+        .await;
+    }
+
     fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
@@ -721,6 +774,29 @@ async fn metric(address: &str, series: &str) -> f64 {
 }
 
 #[tokio::test]
+async fn the_base_runs_the_host_with_no_plugins_ready_and_leading() {
+    let dir = scratch("deploy-run-base");
+    let base = deploy_tree(&dir).join("base");
+    let server = server(&dir).await;
+    let stored = apply(&dir, &base).await;
+    let pod = Pod::lay_out(&dir.join("pod"), &stored);
+    let host = Process::start(&dir, &pod);
+    let ready = eventually_async("the host ready", || async {
+        let body = http_get(&host.metrics, "/readyz?verbose").await?;
+        body.contains("readyz check passed").then_some(body)
+    })
+    .await;
+    assert!(!ready.contains("plugin/"), "{ready}");
+    assert_eq!(
+        http_get(&host.metrics, "/healthz").await.as_deref(),
+        Some("ok")
+    );
+    host.wait_leading(&dir).await;
+    drop(host);
+    server.shutdown().await;
+}
+
+#[tokio::test]
 async fn the_host_runs_as_deployed_leads_and_reloads_the_plugin_when_its_config_map_changes() {
     let dir = scratch("deploy-run");
     let tree = deploy_tree(&dir);
@@ -729,52 +805,17 @@ async fn the_host_runs_as_deployed_leads_and_reloads_the_plugin_when_its_config_
     let stored = apply(&dir, &overlay).await;
     let pod = Pod::lay_out(&dir.join("pod"), &stored);
 
-    // The pod's own view of the cluster (in-cluster credentials) is a kubeconfig here.
-    let metrics = format!("127.0.0.1:{}", free_port());
-    let log = dir.join("host.log");
-    let child = Command::new(env!("CARGO_BIN_EXE_reconcile-host"))
-        .args(&pod.args)
-        .envs(pod.env.iter().map(|(k, v)| (k, v)))
-        .arg("--kubeconfig")
-        .arg(dir.join("kubeconfig"))
-        .arg(format!("--metrics-address={metrics}"))
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log file"))
-        .spawn()
-        .expect("the host starts");
-    let host = Process { child, log };
+    let host = Process::start(&dir, &pod);
+    let metrics = host.metrics.clone();
 
-    let ready = eventually_async("the host ready with its plugin", || async {
+    // Ready: every cache filled and the plugin loaded.
+    eventually_async("the host ready with its plugin", || async {
         let body = http_get(&metrics, "/readyz?verbose").await?;
-        body.contains(&format!("[+]plugin/{PLUGIN} ok"))
-            .then_some(body)
+        (body.contains(&format!("[+]plugin/{PLUGIN} ok")) && body.contains("readyz check passed"))
+            .then_some(())
     })
     .await;
-    assert!(!ready.contains("[-]"), "{ready}\n{}", host.log());
-    let holder = eventually_async("a holder of the Lease", || async {
-        let lease = kubectl(
-            &dir,
-            &[
-                "get",
-                "lease",
-                "reconcile-host",
-                "-n",
-                NAMESPACE,
-                "-o",
-                "jsonpath={.spec.holderIdentity}",
-            ],
-        )
-        .await
-        .ok()?;
-        (!lease.is_empty()).then_some(lease)
-    })
-    .await;
-    assert!(!holder.is_empty());
-    eventually_async("leader_election_master_status 1", || async {
-        let series = "leader_election_master_status{name=\"reconcile-host\"}";
-        (metric(&metrics, series).await == 1.0).then_some(())
-    })
-    .await;
+    host.wait_leading(&dir).await;
 
     // The example's samples: a ConfigMap to copy into two namespaces.
     let samples = workspace().join("examples").join(PLUGIN).join("samples");
