@@ -2,9 +2,9 @@
 //! `kubectl apply --server-side` accepts them, and the API server then holds what the host needs
 //! (two replicas, probes, leader election, a locked-down pod, the Lease RBAC, a scraped metrics
 //! Service, each plugin's ConfigMap mounted where the configuration looks). The real binary,
-//! started with the Deployment's arguments and environment and its volumes laid out as the
-//! kubelet lays them out, takes the Lease, runs the plugin from its ConfigMap and reloads it when
-//! the ConfigMap changes.
+//! started as the pod starts it (the Deployment's arguments and environment, its volumes laid
+//! out as the kubelet lays them out, the service account's credentials), takes the Lease, runs
+//! the plugin from its ConfigMap and reloads it when the ConfigMap changes.
 
 mod common;
 
@@ -299,8 +299,12 @@ fn deploy_tree(dir: &Path) -> PathBuf {
     tree
 }
 
+/// The service account token the API server requires (kubectl's kubeconfig carries it; the
+/// host reads it from the service account directory, as in a pod).
+const TOKEN: &str = "reconcile-host-token";
+
 async fn server(dir: &Path) -> ApiServer {
-    let server = ApiServer::start(Config::default())
+    let server = ApiServer::start(Config::default().require_token(TOKEN))
         .await
         .expect("API server starts");
     server
@@ -700,18 +704,41 @@ struct Process {
 }
 
 impl Process {
-    /// The real binary with the pod's arguments and environment, on the API server whose
-    /// kubeconfig is in `dir` (in the pod: the service account's credentials), serving its
-    /// endpoints on a free loopback port.
-    fn start(dir: &Path, pod: &Pod) -> Self {
+    /// The real binary as the pod runs it: the Deployment's arguments and environment, no
+    /// kubeconfig, the service account mounted as the kubelet mounts it (`token`, `ca.crt`,
+    /// `namespace`) and the service variables pointing at `server`'s HTTPS listener. Only the
+    /// service account directory's path and the metrics address differ (a free loopback port).
+    fn start(dir: &Path, pod: &Pod, server: &ApiServer) -> Self {
+        let namespace = pod
+            .env
+            .iter()
+            .find(|(name, _)| name == "RECONCILE_HOST_LEASE_NAMESPACE")
+            .map_or(NAMESPACE, |(_, value)| value.as_str());
+        let account = pod.path("/var/run/secrets/kubernetes.io/serviceaccount");
+        std::fs::create_dir_all(&account).expect("service account directory");
+        std::fs::write(account.join("token"), TOKEN).expect("token");
+        server.write_ca(&account.join("ca.crt")).expect("ca.crt");
+        std::fs::write(account.join("namespace"), namespace).expect("namespace");
+        let https = server.https_url().expect("an HTTPS listener");
+        let port = https
+            .rsplit(':')
+            .next()
+            .expect("a port")
+            .trim_end_matches('/');
+        let home = dir.join("home");
+        std::fs::create_dir_all(&home).expect("home");
+
         let metrics = format!("127.0.0.1:{}", free_port());
         let log = dir.join("host.log");
         let child = Command::new(env!("CARGO_BIN_EXE_reconcile-host"))
             .args(&pod.args)
-            .envs(pod.env.iter().map(|(k, v)| (k, v)))
-            .arg("--kubeconfig")
-            .arg(dir.join("kubeconfig"))
             .arg(format!("--metrics-address={metrics}"))
+            .env_clear()
+            .envs(pod.env.iter().map(|(k, v)| (k, v)))
+            .env("HOME", &home)
+            .env("RECONCILE_HOST_SERVICE_ACCOUNT_DIR", &account)
+            .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+            .env("KUBERNETES_SERVICE_PORT", port)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log file"))
             .spawn()
@@ -780,13 +807,19 @@ async fn the_base_runs_the_host_with_no_plugins_ready_and_leading() {
     let server = server(&dir).await;
     let stored = apply(&dir, &base).await;
     let pod = Pod::lay_out(&dir.join("pod"), &stored);
-    let host = Process::start(&dir, &pod);
+    let host = Process::start(&dir, &pod, &server);
     let ready = eventually_async("the host ready", || async {
         let body = http_get(&host.metrics, "/readyz?verbose").await?;
         body.contains("readyz check passed").then_some(body)
     })
     .await;
     assert!(!ready.contains("plugin/"), "{ready}");
+    let log = host.log();
+    assert!(
+        log.lines()
+            .any(|line| line.contains("API server") && line.contains("in-cluster service account")),
+        "the host runs on its service account's credentials, as in a pod:\n{log}"
+    );
     assert_eq!(
         http_get(&host.metrics, "/healthz").await.as_deref(),
         Some("ok")
@@ -805,7 +838,7 @@ async fn the_host_runs_as_deployed_leads_and_reloads_the_plugin_when_its_config_
     let stored = apply(&dir, &overlay).await;
     let pod = Pod::lay_out(&dir.join("pod"), &stored);
 
-    let host = Process::start(&dir, &pod);
+    let host = Process::start(&dir, &pod, &server);
     let metrics = host.metrics.clone();
 
     // Ready: every cache filled and the plugin loaded.
