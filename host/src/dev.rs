@@ -35,6 +35,10 @@ pub struct DevArgs {
     /// Address of /metrics, /healthz and /readyz.
     #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
     pub metrics_address: SocketAddr,
+    /// Directory for compiled plugin modules, as for `run` [default:
+    /// $XDG_CACHE_HOME/reconcile-host/modules or ~/.cache/reconcile-host/modules].
+    #[arg(long, value_name = "DIR")]
+    pub module_cache: Option<PathBuf>,
 }
 
 /// Runs `dev` until a signal.
@@ -81,6 +85,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
     let mut config = HostConfig {
         kubeconfig: Some(kubeconfig),
         plugins: manifests,
+        module_cache: args.module_cache,
         ..HostConfig::default()
     };
     config.leader_election.enabled = false;
@@ -104,11 +109,15 @@ fn banner(kubeconfig: &Path, manifests: &[PathBuf], metrics: SocketAddr) -> Stri
          \n  kubeconfig: {kc}\n  metrics:    http://{metrics}/metrics\n\
          \n  try, in another terminal:\n\
          \x20   export KUBECONFIG={kc}\n\
-         \x20   kubectl get websites,deployments,services\n\
+         \x20   kubectl get websites,deployments,services             # website (Rust)\n\
          \x20   kubectl patch website hello --type merge -p '{{\"spec\":{{\"replicas\":3}}}}'\n\
          \x20   kubectl get website hello -o jsonpath='{{.status}}'\n\
-         \x20   kubectl get configmaps -A -l replicator.example.com/copy-of\n\
+         \x20   kubectl get websites.js.example.com hello-js -o yaml   # website-js (JavaScript)\n\
+         \x20   kubectl get configmaps -A -l replicator.example.com/copy-of   # configmap-replicator \
+         (Rust) and configmap-replicator-python\n\
          \x20   kubectl delete configmap shared-settings\n\
+         \x20   kubectl get configmaps -n ttl-demo --watch             # ttl-reaper-c (C) deletes \
+         short-lived after 2 minutes\n\
          \n  Ctrl-C stops (drains reconciles first).\n",
         plugins.join("\n")
     )
