@@ -93,7 +93,9 @@ def cleanup(source: ConfigMap) -> Action:
     know yet."""
     source_ref = ObjectRef.of(source)
     namespaces = set(target_namespaces(source))
-    namespaces.update(c["metadata"]["namespace"] for c in copies(source) if "namespace" in c["metadata"])
+    for known in copies(source):
+        if "namespace" in known["metadata"]:
+            namespaces.add(known["metadata"]["namespace"])
     for namespace in sorted(namespaces):
         target = ObjectRef(CONFIG_MAP, namespace, source_ref.name)
         if client.delete(target):

@@ -37,7 +37,8 @@ class Errors(unittest.TestCase):
         self.assertIsInstance(denied, DeniedError)
         self.assertEqual(
             str(denied),
-            "failed to get v1 Secret default/x: the plugin's grants do not allow the call: no grant",
+            "failed to get v1 Secret default/x: the plugin's grants do not allow the call: "
+            "no grant",
         )
         status = wit.ApiStatus(code=404, reason="NotFound", message='configmaps "x" not found')
         missing = call_error("failed to delete it", wit.CallError_Api(status))
@@ -45,7 +46,8 @@ class Errors(unittest.TestCase):
         self.assertEqual((missing.code, missing.reason), (404, "NotFound"))
         self.assertEqual(
             str(missing),
-            'failed to delete it: the API server refused the call (404 NotFound): configmaps "x" not found',
+            "failed to delete it: the API server refused the call (404 NotFound): "
+            'configmaps "x" not found',
         )
         conflict = wit.CallError_Api(wit.ApiStatus(409, "Conflict", "modified"))
         self.assertIsInstance(call_error("x", conflict), ConflictError)

@@ -87,7 +87,8 @@ class Reconcile(unittest.TestCase):
                 {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
             ])],
         )
-        self.assertEqual(host.objects[("default", "settings")]["metadata"]["finalizers"], [FINALIZER])
+        stored = host.objects[("default", "settings")]
+        self.assertEqual(stored["metadata"]["finalizers"], [FINALIZER])
 
     def test_copies_are_applied_and_copies_no_longer_listed_deleted(self):
         with FakeHost(["default", "team-a", "team-b", "team-c"], [copy_in("team-c")]) as host:
@@ -99,13 +100,15 @@ class Reconcile(unittest.TestCase):
         )
         self.assertEqual(host.objects[("team-b", "settings")], copy_in("team-b"))
         self.assertIn(
-            ("INFO", "deleted the copy of v1 ConfigMap default/settings in team-c, no longer listed"),
+            ("INFO",
+             "deleted the copy of v1 ConfigMap default/settings in team-c, no longer listed"),
             host.logs,
         )
 
     def test_a_missing_namespace_is_a_warning_event_and_a_requeue_after_30_s(self):
         with FakeHost(["default", "team-a"]) as host:
-            self.assertEqual(reconcile(source("team-a, team-x, team-y")), wit.Action_RequeueAfter(30_000))
+            action = reconcile(source("team-a, team-x, team-y"))
+        self.assertEqual(action, wit.Action_RequeueAfter(30_000))
         self.assertEqual(host.objects[("team-a", "settings")], copy_in("team-a"))
         self.assertEqual(len(host.events), 1)
         event_type, regarding, reason, note = host.events[0]

@@ -17,7 +17,8 @@ def get(kind: Kind, namespace: str | None, name: str) -> dict[str, Any] | None:
     parsed; `None` if the cache does not hold it. Raises `DeniedError` for a kind the manifest
     does not cache."""
     where = f"{kind} {namespace}/{name}" if namespace is not None else f"{kind} {name}"
-    text = call_host(f"failed to read {where} from the cache", host.get, kind.to_wit(), namespace, name)
+    doing = f"failed to read {where} from the cache"
+    text = call_host(doing, host.get, kind.to_wit(), namespace, name)
     return None if text is None else json.loads(text)
 
 
@@ -27,5 +28,6 @@ def list(  # noqa: A001 - the WIT function's name
     """Every cached object of `kind`, in `namespace` only if given, matching the label
     `selector` if given (`app=web,tier!=db,env in (a,b),!legacy`), parsed, ordered by namespace
     and name."""
-    texts = call_host(f"failed to list {kind} from the cache", host.list, kind.to_wit(), namespace, selector)
+    doing = f"failed to list {kind} from the cache"
+    texts = call_host(doing, host.list, kind.to_wit(), namespace, selector)
     return [json.loads(text) for text in texts]

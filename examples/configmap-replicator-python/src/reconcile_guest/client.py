@@ -25,7 +25,8 @@ def apply(obj: Object, *, force: bool = True, subresource: str | None = None) ->
     applies only the status. Needs verb `patch` on the kind (and the subresource) in the
     grants."""
     what = "apply the status of" if subresource else "apply"
-    stored = call_host(f"failed to {what} {_describe(obj)}", host.apply, json.dumps(obj), force, subresource)
+    doing = f"failed to {what} {_describe(obj)}"
+    stored = call_host(doing, host.apply, json.dumps(obj), force, subresource)
     return json.loads(stored)
 
 
@@ -34,7 +35,9 @@ def merge_patch(target: ObjectRef, patch: Any, *, subresource: str | None = None
     return _patch(target, host.PatchBody_Merge(json.dumps(patch)), subresource)
 
 
-def json_patch(target: ObjectRef, operations: list[Any], *, subresource: str | None = None) -> Object:
+def json_patch(
+    target: ObjectRef, operations: list[Any], *, subresource: str | None = None
+) -> Object:
     """Applies a JSON patch (RFC 6902, a list of operations) to `target`; returns the object as
     stored. A failed `test` operation fails the whole patch (422), which is how optimistic
     updates are written."""
@@ -49,13 +52,15 @@ def strategic_patch(target: ObjectRef, patch: Any, *, subresource: str | None = 
 
 def create(obj: Object) -> Object:
     """Creates `obj`; returns it as stored. Raises `ConflictError` if it exists."""
-    return json.loads(call_host(f"failed to create {_describe(obj)}", host.create, json.dumps(obj)))
+    doing = f"failed to create {_describe(obj)}"
+    return json.loads(call_host(doing, host.create, json.dumps(obj)))
 
 
 def replace(obj: Object) -> Object:
     """Replaces the object with `obj`, which must carry the `metadata.resourceVersion` it was
     read at (`ConflictError` if it changed since). Returns it as stored."""
-    return json.loads(call_host(f"failed to replace {_describe(obj)}", host.replace, json.dumps(obj)))
+    doing = f"failed to replace {_describe(obj)}"
+    return json.loads(call_host(doing, host.replace, json.dumps(obj)))
 
 
 def delete(target: ObjectRef) -> bool:
@@ -76,7 +81,8 @@ def get(target: ObjectRef) -> Object | None:
 
 def _patch(target: ObjectRef, body: host.PatchBody, subresource: str | None) -> Object:
     what = "patch the status of" if subresource else "patch"
-    stored = call_host(f"failed to {what} {target}", host.patch, target.to_wit(), body, subresource)
+    doing = f"failed to {what} {target}"
+    stored = call_host(doing, host.patch, target.to_wit(), body, subresource)
     return json.loads(stored)
 
 

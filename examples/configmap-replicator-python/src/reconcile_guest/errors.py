@@ -111,7 +111,9 @@ def describe(error: BaseException) -> str:
         if isinstance(current, (ReconcileError, CallError)):
             parts.append(str(current))
         else:
-            text = f"{type(current).__name__}: {current}" if str(current) else type(current).__name__
+            text = type(current).__name__
+            if str(current):
+                text += f": {current}"
             where = _raised_at(current.__traceback__)
             parts.append(f"{text} ({where})" if where else text)
         current = current.__cause__

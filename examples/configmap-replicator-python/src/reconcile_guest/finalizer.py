@@ -100,7 +100,8 @@ def plan(obj: Object, name: str) -> Step:
     metadata = obj.get("metadata") or {}
     deleting = metadata.get("deletionTimestamp") is not None
     finalizers = metadata.get("finalizers")
-    position = finalizers.index(name) if isinstance(finalizers, list) and name in finalizers else None
+    listed = isinstance(finalizers, list) and name in finalizers
+    position = finalizers.index(name) if listed else None
 
     if not deleting:
         if position is not None:
@@ -115,7 +116,8 @@ def plan(obj: Object, name: str) -> Step:
         version = metadata.get("resourceVersion")
         if version is None:
             return AddFinalizer([add])
-        return AddFinalizer([{"op": "test", "path": "/metadata/resourceVersion", "value": version}, add])
+        test = {"op": "test", "path": "/metadata/resourceVersion", "value": version}
+        return AddFinalizer([test, add])
     if position is None:
         return Nothing()
     return Cleanup([
