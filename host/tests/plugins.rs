@@ -120,7 +120,7 @@ async fn misbehaving_guests_are_contained_and_everything_else_keeps_reconciling(
         ),
     ];
     let mut host = Host::start(&server, &dir, &plugins);
-    for behave in ["panic", "loop", "alloc", "ungranted"] {
+    for behave in ["panic", "loop", "alloc", "ungranted", "connect"] {
         testbed_object(&server, behave, &[("behave", behave)]).await;
     }
     let failures = |reason: &str| {
@@ -136,6 +136,13 @@ async fn misbehaving_guests_are_contained_and_everything_else_keeps_reconciling(
         .await;
     host.wait_log(&["key=default/panic", "plugin `testbed`", "trapped"])
         .await;
+    host.wait_log(&["key=default/connect", "plugin `testbed`", "trapped"])
+        .await;
+    host.wait_log(&[
+        "`wasi:sockets/tcp-create-socket@0.2.6#create-tcp-socket` called",
+        "plugins have no network access",
+    ])
+    .await;
     host.wait_log(&["key=default/loop", "ran past its deadline of 2s"])
         .await;
     host.wait_log(&[

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::types::ComponentItem;
+use wasmtime::component::{Component, HasSelf, Linker, ResourceType};
 use wasmtime::{
     Cache, CacheConfig, Config, Enabled, Engine, InstanceAllocationStrategy,
     PoolingAllocationConfig,
@@ -30,14 +31,89 @@ const MEMORY_KEEP_RESIDENT: usize = 2 << 20;
 /// Bytes of each pooled table kept resident between instances.
 const TABLE_KEEP_RESIDENT: usize = 64 << 10;
 
-/// WASI interface families the host does not link: a component importing one of them is refused
-/// at load (plugins have no network access; API calls go through the `client` import).
+/// WASI interface families the host does not implement: plugins have no network (API calls go
+/// through the `client` import). Language runtimes import them whether or not the code uses
+/// them, so a component importing them still loads: each of their functions is a stub that
+/// traps, naming itself ([`stub_withheld`]).
 pub const WITHHELD_WASI: [&str; 2] = ["wasi:sockets/", "wasi:http/"];
+
+/// Whether `import` (an interface name such as `wasi:sockets/tcp@0.2.6`) is withheld.
+#[must_use]
+pub fn is_withheld(import: &str) -> bool {
+    WITHHELD_WASI
+        .iter()
+        .any(|family| import.starts_with(family))
+}
+
+/// Defines every withheld interface `component` imports in `linker`: its resources as one
+/// opaque host resource type (never created), its functions as stubs that trap when called.
+///
+/// # Errors
+/// When `linker` already defines one of them.
+pub fn stub_withheld(
+    linker: &mut Linker<GuestState>,
+    component: &Component,
+) -> wasmtime::Result<()> {
+    /// The host resource standing in for a withheld interface's resources (never created).
+    struct Withheld;
+
+    let engine = component.engine().clone();
+    // Resources the withheld interfaces only use (`pollable`, `input-stream`, … of wasi:io) are
+    // the linked interfaces' own: leave them to those.
+    let linked_resources: Vec<ResourceType> = component
+        .component_type()
+        .imports(&engine)
+        .filter(|(name, _)| !is_withheld(name))
+        .filter_map(|(_, item)| match item.ty {
+            ComponentItem::ComponentInstance(instance) => Some(instance),
+            _ => None,
+        })
+        .flat_map(|instance| {
+            instance
+                .exports(&engine)
+                .filter_map(|(_, item)| match item.ty {
+                    ComponentItem::Resource(ty) => Some(ty),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    for (name, item) in component.component_type().imports(&engine) {
+        let ComponentItem::ComponentInstance(instance) = item.ty else {
+            continue;
+        };
+        if !is_withheld(name) {
+            continue;
+        }
+        let mut linked = linker.instance(name)?;
+        for (export, item) in instance.exports(&engine) {
+            match item.ty {
+                ComponentItem::ComponentFunc(_) => {
+                    let message = format!(
+                        "`{name}#{export}` called: plugins have no network access (the host \
+                         does not implement wasi:sockets or wasi:http; Kubernetes API calls go \
+                         through the `client` import)"
+                    );
+                    linked.func_new(export, move |_, _, _, _| {
+                        Err(wasmtime::Error::msg(message.clone()))
+                    })?;
+                }
+                ComponentItem::Resource(ty) if !linked_resources.contains(&ty) => {
+                    // One host type for all: a withheld interface using another's resource
+                    // (tcp's `network`) sees the same type.
+                    linked.resource(export, ResourceType::host::<Withheld>(), |_, _| Ok(()))?;
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
 
 /// Links the WASI 0.2 interfaces a plugin may import: `wasi:io`, `wasi:clocks`, `wasi:random`,
 /// `wasi:cli` (environment as granted, stdout/stderr logged, no stdin) and `wasi:filesystem` with
 /// no preopened directory (so language runtimes that look for one start, and find none).
-/// `wasi:sockets` is not linked (see [`WITHHELD_WASI`]).
+/// `wasi:sockets` and `wasi:http` are not linked (see [`WITHHELD_WASI`]).
 fn link_wasi(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
     use wasmtime_wasi::WasiView as _;
     use wasmtime_wasi::cli::{WasiCli, WasiCliView as _};
@@ -190,6 +266,8 @@ fn module_cache(dir: &Path) -> Result<Cache, EngineError> {
     let failed =
         |error: Box<dyn std::error::Error + Send + Sync>| EngineError::Cache(dir.to_owned(), error);
     std::fs::create_dir_all(dir).map_err(|e| failed(e.into()))?;
+    // wasmtime takes only absolute cache paths; a relative one is the working directory's.
+    let dir = std::path::absolute(dir).map_err(|e| failed(e.into()))?;
     let mut config = CacheConfig::new();
     config.with_directory(dir);
     Cache::new(config).map_err(|e| failed(e.into()))
@@ -232,5 +310,18 @@ fn start_ticker(engine: &Engine) {
         });
     if let Err(error) = spawned {
         tracing::error!(%error, "cannot start the epoch ticker; guest deadlines fall back to timers");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_relative_module_cache_is_taken_from_the_working_directory() {
+        // Unit tests run in host/; wasmtime itself accepts only absolute cache paths.
+        let relative = Path::new("../target/unit-test-relative-module-cache");
+        module_cache(relative).expect("a relative cache directory is usable");
+        assert!(relative.is_dir());
     }
 }

@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
 use super::bindings::ReconcilerPre;
-use super::engine::{PluginEngine, WITHHELD_WASI};
+use super::engine::{PluginEngine, is_withheld, stub_withheld};
 use super::state::GuestState;
 
 /// The WIT package every component must be built against.
@@ -52,18 +52,6 @@ pub enum LoadError {
         /// What wasmtime reported.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
-    },
-    /// The component imports a networking interface, which plugins never get.
-    #[error(
-        "component {path} imports `{interface}`: plugins have no network access (the host \
-         provides neither wasi:sockets nor wasi:http; Kubernetes API calls go through the \
-         `client` import); rebuild it without networking support"
-    )]
-    Network {
-        /// The module's path.
-        path: PathBuf,
-        /// The first networking interface it imports.
-        interface: String,
     },
     /// The component does not export `reconcile` with the world's signature.
     #[error(
@@ -191,17 +179,19 @@ fn compile(
         .imports(engine.engine())
         .map(|(name, _)| name.to_owned())
         .collect::<Vec<String>>();
-    if let Some(interface) = imports
-        .iter()
-        .find(|name| WITHHELD_WASI.iter().any(|family| name.starts_with(family)))
-    {
-        return Err(LoadError::Network {
+    let stubbed;
+    let linker = if imports.iter().any(|name| is_withheld(name)) {
+        let mut linker = engine.linker().clone();
+        stub_withheld(&mut linker, &component).map_err(|error| LoadError::Imports {
             path: path.to_owned(),
-            interface: interface.clone(),
-        });
-    }
-    let instance_pre = engine
-        .linker()
+            source: boxed(error),
+        })?;
+        stubbed = linker;
+        &stubbed
+    } else {
+        engine.linker()
+    };
+    let instance_pre = linker
         .instantiate_pre(&component)
         .map_err(|error| LoadError::Imports {
             path: path.to_owned(),
@@ -246,26 +236,44 @@ mod tests {
     }
 
     #[test]
-    fn networking_imports_are_refused_by_name() {
+    fn networking_imports_are_satisfied_by_stubs() {
+        // Functions and resources of the withheld families resolve (to stubs that trap), so
+        // the component gets as far as the world check.
         for interface in ["wasi:sockets/tcp@0.2.6", "wasi:http/outgoing-handler@0.2.6"] {
-            let text = format!(r#"(component (import "{interface}" (instance)))"#);
-            let Err(error) = load(&text) else {
-                panic!("{interface} loaded");
-            };
-            assert!(matches!(&error, LoadError::Network { interface: i, .. } if i == interface));
-            let message = error.to_string();
-            assert!(
-                message.contains("plugins have no network access"),
-                "{message}"
+            let text = format!(
+                r#"(component (import "{interface}" (instance
+                    (export "thing" (type (sub resource)))
+                    (export "call" (func (param "x" u32) (result u32))))))"#
             );
-            assert!(message.contains(interface), "{message}");
+            let Err(error) = load(&text) else {
+                panic!("a component without `reconcile` loaded");
+            };
+            assert!(
+                matches!(error, LoadError::World { .. }),
+                "{interface}: {error}"
+            );
         }
     }
 
     #[test]
+    fn an_interface_the_host_does_not_know_is_refused() {
+        let text = r#"(component (import "example:unknown/thing@1.0.0" (instance
+            (export "call" (func)))))"#;
+        let Err(error) = load(text) else {
+            panic!("loaded");
+        };
+        assert!(matches!(error, LoadError::Imports { .. }), "{error}");
+        assert!(
+            error
+                .to_string()
+                .contains("imports something the host does not provide"),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn the_wasi_interfaces_runtimes_need_are_linked() {
-        // Not refused as networking, and resolved by the linker: a component importing them
-        // gets as far as the world check.
+        // Resolved by the linker: a component importing them gets as far as the world check.
         for interface in [
             "wasi:cli/environment@0.2.6",
             "wasi:clocks/wall-clock@0.2.6",

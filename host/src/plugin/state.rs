@@ -89,7 +89,7 @@ pub struct GuestState {
 
 impl GuestState {
     /// A state for one instance of `plugin`: no preopened directories, only the environment
-    /// variables the manifest grants; stdio logged. (Sockets are not linked at all; see
+    /// variables the manifest grants; stdio logged. (The host implements no sockets at all; see
     /// [`super::engine::WITHHELD_WASI`].)
     #[must_use]
     pub fn new(plugin: Arc<PluginContext>) -> Self {

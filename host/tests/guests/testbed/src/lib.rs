@@ -51,6 +51,13 @@ impl Reconciler for Testbed {
                 Ok(Action::requeue_after(Duration::from_millis(millis)))
             }
             "panic" => panic!("testbed: asked to panic"),
+            "connect" => {
+                // The host implements no sockets: the first socket call traps.
+                let outcome = std::net::TcpStream::connect(("127.0.0.1", 80));
+                Err(Error::msg(format!(
+                    "testbed: a socket call returned instead of trapping: {outcome:?}"
+                )))
+            }
             "loop" => {
                 let mut spins = 0_u64;
                 loop {
