@@ -7,13 +7,13 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::eventually_async;
 use common::host::{Host, component, manifest, scratch, workspace};
+use common::{eventually_async, namespace};
 use embedded_apiserver::{ApiServer, Config};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::{Api, PostParams};
 
 const HOST: &str = env!("CARGO_BIN_EXE_reconcile-host");
 /// The service account's token; the API server refuses requests without it.
@@ -56,27 +56,12 @@ fn pod_host(server: &ApiServer, dir: &Path, sa: &Path, args: &[&str]) -> Host {
     Host::spawn(command)
 }
 
-async fn namespace(server: &ApiServer, name: &str) {
-    let namespaces: Api<Namespace> = Api::all(server.kube_client().expect("client"));
-    let object = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            ..ObjectMeta::default()
-        },
-        ..Namespace::default()
-    };
-    namespaces
-        .create(&PostParams::default(), &object)
-        .await
-        .expect("namespace created");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_a_pod_the_host_finds_the_api_server_over_https_and_reconciles() {
     let server = server().await;
     let dir = scratch("cluster-in-pod");
     for ns in ["team-a", "team-b", "reconcile-system"] {
-        namespace(&server, ns).await;
+        namespace(&server, ns, &[]).await;
     }
     let sa = service_account(&dir, &server, "reconcile-system\n");
     let plugin = manifest(

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::eventually_async;
 use common::host::{Host, manifest, scratch, scripted_component, workspace};
+use common::{config_maps, eventually_async, namespace};
 use embedded_apiserver::{ApiServer, Config};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 
@@ -29,31 +29,6 @@ async fn server() -> ApiServer {
     ApiServer::start(Config::default())
         .await
         .expect("API server starts")
-}
-
-async fn namespace(server: &ApiServer, name: &str, labels: &[(&str, &str)]) {
-    let namespaces: Api<Namespace> = Api::all(server.kube_client().expect("client"));
-    let object = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            labels: Some(
-                labels
-                    .iter()
-                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                    .collect(),
-            ),
-            ..ObjectMeta::default()
-        },
-        ..Namespace::default()
-    };
-    namespaces
-        .create(&PostParams::default(), &object)
-        .await
-        .expect("namespace created");
-}
-
-fn config_maps(server: &ApiServer, namespace: &str) -> Api<ConfigMap> {
-    Api::namespaced(server.kube_client().expect("client"), namespace)
 }
 
 /// Creates `namespace/name` labelled for the reaper with `ttl.example.com/after: after`.

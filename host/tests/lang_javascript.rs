@@ -7,16 +7,16 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::eventually_async;
 use common::host::{
     Host, component, manifest, module_cache, scratch, scripted_component, target_dir, workspace,
 };
+use common::{eventually_async, namespace};
 use embedded_apiserver::{ApiServer, Config};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind, ObjectMeta};
+use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
 const WEBSITE_JS: &str = "examples/website-js/build.sh";
@@ -43,20 +43,6 @@ async fn crd(server: &ApiServer, example: &str) {
         .create(&PostParams::default(), &crd)
         .await
         .expect("crd created");
-}
-
-async fn namespace(server: &ApiServer, name: &str) {
-    let object = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            ..ObjectMeta::default()
-        },
-        ..Namespace::default()
-    };
-    Api::<Namespace>::all(server.kube_client().expect("client"))
-        .create(&PostParams::default(), &object)
-        .await
-        .expect("namespace created");
 }
 
 /// The Websites of `group` in `namespace`.
@@ -151,7 +137,7 @@ async fn website_js_makes_the_same_children_and_status_as_the_rust_website_in_on
     crd(&server, "examples/website").await;
     crd(&server, "examples/website-js").await;
     for ns in ["rust", "js"] {
-        namespace(&server, ns).await;
+        namespace(&server, ns, &[]).await;
     }
     let plugins = [
         manifest(

@@ -6,11 +6,11 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use common::eventually_async;
 use common::host::{Host, component, manifest, scratch};
+use common::{config_maps, eventually_async, namespace};
 use embedded_apiserver::{ApiServer, Config};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind, ObjectMeta};
@@ -19,10 +19,6 @@ async fn server() -> ApiServer {
     ApiServer::start(Config::default())
         .await
         .expect("API server starts")
-}
-
-fn config_maps(server: &ApiServer, namespace: &str) -> Api<ConfigMap> {
-    Api::namespaced(server.kube_client().expect("client"), namespace)
 }
 
 /// Creates `default/<name>` labelled for the testbed, with `data`.
@@ -80,21 +76,6 @@ fn testbed(dir: &std::path::Path, overrides: &[(&str, &str)]) -> PathBuf {
     )
 }
 
-async fn namespace(server: &ApiServer, name: &str) {
-    let namespaces: Api<Namespace> = Api::all(server.kube_client().expect("client"));
-    let object = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            ..ObjectMeta::default()
-        },
-        ..Namespace::default()
-    };
-    namespaces
-        .create(&PostParams::default(), &object)
-        .await
-        .expect("namespace created");
-}
-
 /// Unix-ms values of the keys `<prefix><n>` of `data`, ordered by `n`.
 fn series(data: &BTreeMap<String, String>, prefix: &str) -> Vec<u64> {
     let mut points: Vec<(u64, u64)> = data
@@ -109,7 +90,7 @@ fn series(data: &BTreeMap<String, String>, prefix: &str) -> Vec<u64> {
 async fn misbehaving_guests_are_contained_and_everything_else_keeps_reconciling() {
     let server = server().await;
     let dir = scratch("contained");
-    namespace(&server, "team-a").await;
+    namespace(&server, "team-a", &[]).await;
     let plugins = [
         testbed(&dir, &[("concurrency", "3")]),
         manifest(
@@ -300,7 +281,7 @@ async fn configmap_replicator_copies_syncs_prunes_and_cleans_up_with_its_finaliz
     let server = server().await;
     let dir = scratch("replicator");
     for ns in ["team-a", "team-b"] {
-        namespace(&server, ns).await;
+        namespace(&server, ns, &[]).await;
     }
     let plugin = manifest(
         &dir,

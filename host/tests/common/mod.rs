@@ -49,3 +49,38 @@ pub fn config_map(name: &str, value: &str) -> ConfigMap {
         ..ConfigMap::default()
     }
 }
+
+/// ConfigMaps of `namespace` on `server`.
+pub fn config_maps(
+    server: &embedded_apiserver::ApiServer,
+    namespace: &str,
+) -> kube::Api<ConfigMap> {
+    kube::Api::namespaced(server.kube_client().expect("client"), namespace)
+}
+
+/// Creates the namespace `name` with `labels`.
+pub async fn namespace(
+    server: &embedded_apiserver::ApiServer,
+    name: &str,
+    labels: &[(&str, &str)],
+) {
+    use k8s_openapi::api::core::v1::Namespace;
+    let namespaces: kube::Api<Namespace> = kube::Api::all(server.kube_client().expect("client"));
+    let object = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            labels: (!labels.is_empty()).then(|| {
+                labels
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect()
+            }),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    namespaces
+        .create(&kube::api::PostParams::default(), &object)
+        .await
+        .expect("namespace created");
+}
