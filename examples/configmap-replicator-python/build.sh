@@ -5,6 +5,14 @@
 # of wit/ to <target>/guests/configmap-replicator-python/bindings, for the unit tests, type
 # checkers and editors. Skips both when nothing they are made from changed. Works from any
 # directory.
+#
+#   WASI=full (default)  a plain componentize-py build: the component imports WASI 0.2 (cli,
+#                        clocks, random, io, filesystem, sockets); the host links all but sockets,
+#                        whose calls trap. The clock, `os.environ`, `os.urandom`, `logging` and
+#                        `print()` work.
+#   WASI=none            `componentize --stub-wasi`: the component imports nothing but
+#                        kube:reconcile, and every WASI call traps (no clock, no environment, no
+#                        entropy, no stdout); the same size. Only for hosts that link no WASI.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -14,6 +22,15 @@ name=configmap-replicator-python
 out=$target/guests/$name.wasm
 bindings=$target/guests/$name/bindings
 
+case ${WASI:=full} in
+  full) flags=() ;;
+  none) flags=(--stub-wasi) ;;
+  *)
+    echo "$0: WASI=$WASI: expected \`full\` (the default) or \`none\` (--stub-wasi)" >&2
+    exit 2
+    ;;
+esac
+
 tool=$("$here/toolchain.sh")
 mkdir -p "$target/guests"
 
@@ -21,7 +38,7 @@ mkdir -p "$target/guests"
 inputs=$(
   cd "$repo"
   "$tool" --version
-  echo "--stub-wasi"
+  echo "WASI=$WASI"
   find wit examples/$name/src -type f \( -name '*.wit' -o -name '*.py' \) -print0 | sort -z \
     | xargs -0 sha256sum
 )
@@ -40,12 +57,11 @@ if [ -f "$out" ] && [ -f "$out.stamp" ] && [ "$(cat "$out.stamp")" = "$stamp" ];
   echo "== $name is up to date: $out"
   exit 0
 fi
-echo "== componentize-py: $here/src/replicator.py -> $out"
-# --stub-wasi: the component imports no WASI at all (see docs/guests/python.md): a plain build
-# imports wasi:sockets, which the host does not link.
+echo "== componentize-py (WASI=$WASI): $here/src/replicator.py -> $out"
 start=$(date +%s)
 rm -f "$out.stamp"
-"$tool" -q -d "$repo/wit" -w reconciler componentize --stub-wasi -p "$here/src" replicator -o "$out.tmp"
+"$tool" -q -d "$repo/wit" -w reconciler componentize "${flags[@]+"${flags[@]}"}" \
+  -p "$here/src" replicator -o "$out.tmp"
 mv "$out.tmp" "$out"
 # Pre-initialisation imports the sources and leaves CPython 3.14 bytecode next to them.
 find "$here/src" -name __pycache__ -type d -prune -exec rm -rf {} +

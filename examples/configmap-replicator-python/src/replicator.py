@@ -3,11 +3,14 @@ into the namespaces its annotation `replicator.example.com/namespaces` lists, ke
 sync, removes copies from namespaces no longer listed, and deletes every copy before the source
 goes away (finalizer `replicator.example.com/cleanup`).
 
-The Python port of examples/configmap-replicator (Rust), function for function.
+The Python port of examples/configmap-replicator (Rust), function for function. One addition:
+the retry delay for a missing namespace can be set with `REPLICATOR_RETRY_SECONDS` in the
+manifest's `env:`.
 """
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from typing import Any
 
@@ -36,8 +39,12 @@ NAMESPACES = "replicator.example.com/namespaces"
 COPY_OF = "replicator.example.com/copy-of"
 #: The finalizer that keeps a source until its copies are deleted.
 FINALIZER = "replicator.example.com/cleanup"
-#: How long to wait before retrying when a target namespace does not exist.
+#: How long to wait before retrying when a target namespace does not exist, unless the
+#: manifest's `env:` sets `RETRY_ENV`.
 MISSING_NAMESPACE_RETRY = timedelta(seconds=30)
+#: The environment variable (from the manifest's `env:`) overriding `MISSING_NAMESPACE_RETRY`,
+#: in whole seconds.
+RETRY_ENV = "REPLICATOR_RETRY_SECONDS"
 
 CONFIG_MAP = Kind("v1", "ConfigMap")
 
@@ -76,7 +83,8 @@ def sync(source: ConfigMap) -> Action:
     if not missing:
         log.debug(f"{source_ref} is copied to [{', '.join(targets)}]")
         return done()
-    seconds = int(MISSING_NAMESPACE_RETRY.total_seconds())
+    retry = missing_namespace_retry()
+    seconds = int(retry.total_seconds())
     note = (
         f"Cannot copy to namespaces that do not exist: {', '.join(missing)}; "
         f"retrying in {seconds}s"
@@ -85,7 +93,7 @@ def sync(source: ConfigMap) -> Action:
         events.record(source_ref, EventType.WARNING, "NamespaceNotFound", note)
     except CallError as error:
         log.warn(str(error))
-    return requeue_after(MISSING_NAMESPACE_RETRY)
+    return requeue_after(retry)
 
 
 def cleanup(source: ConfigMap) -> Action:
@@ -101,6 +109,21 @@ def cleanup(source: ConfigMap) -> Action:
         if client.delete(target):
             log.info(f"deleted {target}, the copy of {source_ref} being deleted")
     return done()
+
+
+def missing_namespace_retry() -> timedelta:
+    """`MISSING_NAMESPACE_RETRY`, or the whole seconds `RETRY_ENV` sets. Read on every call:
+    module-level code runs when the component is built, before the manifest's `env:` exists."""
+    value = os.environ.get(RETRY_ENV)
+    if value is None:
+        return MISSING_NAMESPACE_RETRY
+    try:
+        seconds = int(value)
+    except ValueError:
+        seconds = -1
+    if seconds < 0:
+        raise ReconcileError(f"{RETRY_ENV}={value!r} in the manifest's env: expected whole seconds")
+    return timedelta(seconds=seconds)
 
 
 def target_namespaces(source: ConfigMap) -> list[str]:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import unittest
+from unittest import mock
 
 from componentize_py_types import Err
 from wit_world.imports import types as wit
@@ -116,6 +118,23 @@ class Reconcile(unittest.TestCase):
         self.assertEqual((regarding.namespace, regarding.name), ("default", "settings"))
         self.assertEqual(
             note, "Cannot copy to namespaces that do not exist: team-x, team-y; retrying in 30s"
+        )
+
+    def test_the_retry_delay_comes_from_the_manifest_env(self):
+        with mock.patch.dict(os.environ, {"REPLICATOR_RETRY_SECONDS": "5"}):
+            with FakeHost(["default"]) as host:
+                action = reconcile(source("team-x"))
+        self.assertEqual(action, wit.Action_RequeueAfter(5_000))
+        self.assertTrue(host.events[0][3].endswith("; retrying in 5s"), host.events)
+
+    def test_a_retry_delay_that_is_not_whole_seconds_is_a_reconcile_error(self):
+        with mock.patch.dict(os.environ, {"REPLICATOR_RETRY_SECONDS": "soon"}):
+            with FakeHost(["default"]):
+                with self.assertRaises(Err) as raised:
+                    reconcile(source("team-x"))
+        self.assertEqual(
+            raised.exception.value.message,
+            "REPLICATOR_RETRY_SECONDS='soon' in the manifest's env: expected whole seconds",
         )
 
     def test_a_deleted_source_loses_every_copy_then_its_finalizer(self):

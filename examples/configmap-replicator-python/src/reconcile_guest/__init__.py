@@ -21,12 +21,12 @@ WitWorld = export_reconciler(reconcile)
 - Errors: any exception leaving `reconcile` becomes the WIT `reconcile-error`, its message the
   chain of causes (`raise ReconcileError("...") from error`); the host logs it and retries.
 - `finalizer(...)`: cleanup before an object goes away.
-- `print()` reaches the host's log: stdout at info, stderr at warn.
+- `print()` and the `logging` module reach the host's log through WASI stdout and stderr (the
+  host logs their lines at info and warn); `export_reconciler` flushes both after each call.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import sys
 from datetime import timedelta
@@ -144,41 +144,10 @@ def export_reconciler(reconcile: Callable[[Request], Action]) -> type:
             except Exception as error:
                 raise Err(wit.ReconcileError(message=describe(error))) from None
             finally:
+                # Python buffers stdout: what is still in the buffer when the call returns
+                # would be lost with the instance.
                 sys.stdout.flush()
                 sys.stderr.flush()
 
     WitWorld.__doc__ = reconcile.__doc__
     return WitWorld
-
-
-class _HostLogStream(io.TextIOBase):
-    """A text stream whose complete lines go to the host's log at one level (what the host does
-    with a real stdout), so `print()` works in a component built without WASI stdio."""
-
-    def __init__(self, level: log.Level) -> None:
-        self._level = level
-        self._pending = ""
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, text: str) -> int:
-        self._pending += text
-        *lines, self._pending = self._pending.split("\n")
-        for line in lines:
-            log.write(self._level, line)
-        return len(text)
-
-    def flush(self) -> None:
-        if self._pending:
-            log.write(self._level, self._pending)
-            self._pending = ""
-
-
-def _running_in_a_component() -> bool:
-    return sys.platform == "wasi"
-
-
-if _running_in_a_component():
-    sys.stdout = _HostLogStream(log.Level.INFO)
-    sys.stderr = _HostLogStream(log.Level.WARN)

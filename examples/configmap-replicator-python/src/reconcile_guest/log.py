@@ -1,9 +1,9 @@
 """The host's log, attributed to the plugin and to the key being reconciled.
 
-`log.info(f"copied {name} to {namespace}")`. The host's log filter decides what is shown. (The
-standard `logging` module cannot be used: it reads the clock for every record, and a component
-built with `--stub-wasi` has none. `print()` works: the package sends stdout to this log at
-info and stderr at warn.)
+`log.info(f"copied {name} to {namespace}")`. The host's log filter decides what is shown, and
+each line carries the plugin and the key. `print()` and the standard `logging` module work too,
+through WASI stdout and stderr (the host logs their lines at info and warn, without the level
+`logging` assigned); this module's levels are the host's own.
 """
 
 from __future__ import annotations

@@ -3,23 +3,23 @@
 # the pinned componentize-py (installed by examples/configmap-replicator-python/toolchain.sh if
 # missing), skipping the build when nothing changed. Works from any directory.
 #
-#   --with-wasi   build without --stub-wasi instead, to <target>/guests/noop-python-wasi.wasm:
-#                 the component then imports WASI, wasi:sockets included, which the host does
-#                 not link (the tests use it as a realistic broken build).
+#   WASI=full (default)  a plain componentize-py build, importing WASI 0.2 (sockets included,
+#                        which the host satisfies with stubs that trap)
+#   WASI=none            `componentize --stub-wasi`: imports nothing but kube:reconcile
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../../../.." && pwd)
 target=${CARGO_TARGET_DIR:-$repo/target}
 name=noop-python
-flags=(--stub-wasi)
-if [ "${1:-}" = --with-wasi ]; then
-  name=noop-python-wasi
-  flags=()
-elif [ $# -gt 0 ]; then
-  echo "usage: $0 [--with-wasi]" >&2
-  exit 2
-fi
+case ${WASI:=full} in
+  full) flags=() ;;
+  none) flags=(--stub-wasi) ;;
+  *)
+    echo "$0: WASI=$WASI: expected \`full\` (the default) or \`none\` (--stub-wasi)" >&2
+    exit 2
+    ;;
+esac
 out=$target/guests/$name.wasm
 
 tool=$("$repo/examples/configmap-replicator-python/toolchain.sh")
@@ -28,7 +28,7 @@ mkdir -p "$target/guests"
 inputs=$(
   cd "$repo"
   "$tool" --version
-  echo "${flags[@]+"${flags[@]}"}"
+  echo "WASI=$WASI"
   find wit -type f -name '*.wit' -print0 | sort -z | xargs -0 sha256sum
   sha256sum host/tests/guests/noop-python/noop.py
 )
@@ -37,7 +37,7 @@ if [ -f "$out" ] && [ -f "$out.stamp" ] && [ "$(cat "$out.stamp")" = "$stamp" ];
   echo "== $name is up to date: $out"
   exit 0
 fi
-echo "== componentize-py ${flags[*]+"${flags[*]}"}: $here/noop.py -> $out"
+echo "== componentize-py (WASI=$WASI): $here/noop.py -> $out"
 start=$(date +%s)
 rm -f "$out.stamp"
 "$tool" -q -d "$repo/wit" -w reconciler componentize "${flags[@]+"${flags[@]}"}" -p "$here" noop -o "$out.tmp"
