@@ -1,6 +1,7 @@
 //! Reconcilers written in Python: the configmap-replicator-python example and the noop-python
-//! test guest, built by their `build.sh` (componentize-py 0.25.1, `--stub-wasi`), loaded into the
-//! real host against the embedded API server, next to the Rust replicator they port.
+//! test guest, built by their `build.sh` (componentize-py 0.25.1, a plain build importing WASI
+//! 0.2), loaded into the real host against the embedded API server, next to the Rust replicator
+//! they port; and what that WASI gives a Python reconcile.
 
 mod common;
 
@@ -24,6 +25,35 @@ const RUST_MANIFEST: &str = "examples/configmap-replicator/plugin.yaml";
 const PLUGIN: &str = "configmap-replicator-python";
 const FINALIZER: &str = "replicator.example.com/cleanup";
 const COPY_OF: &str = "replicator.example.com/copy-of";
+/// The WASI interfaces a plain componentize-py 0.25.1 build imports, whatever the Python code
+/// uses: the host links all of them, satisfying `wasi:sockets` with stubs that trap.
+const PYTHON_WASI: [&str; 25] = [
+    "wasi:cli/environment@0.2.9",
+    "wasi:cli/exit@0.2.9",
+    "wasi:cli/stderr@0.2.9",
+    "wasi:cli/stdin@0.2.9",
+    "wasi:cli/stdout@0.2.9",
+    "wasi:cli/terminal-input@0.2.9",
+    "wasi:cli/terminal-output@0.2.9",
+    "wasi:cli/terminal-stderr@0.2.9",
+    "wasi:cli/terminal-stdin@0.2.9",
+    "wasi:cli/terminal-stdout@0.2.9",
+    "wasi:clocks/monotonic-clock@0.2.9",
+    "wasi:clocks/wall-clock@0.2.9",
+    "wasi:filesystem/preopens@0.2.9",
+    "wasi:filesystem/types@0.2.9",
+    "wasi:io/error@0.2.9",
+    "wasi:io/poll@0.2.9",
+    "wasi:io/streams@0.2.9",
+    "wasi:random/random@0.2.9",
+    "wasi:sockets/instance-network@0.2.9",
+    "wasi:sockets/ip-name-lookup@0.2.9",
+    "wasi:sockets/network@0.2.9",
+    "wasi:sockets/tcp-create-socket@0.2.9",
+    "wasi:sockets/tcp@0.2.9",
+    "wasi:sockets/udp-create-socket@0.2.9",
+    "wasi:sockets/udp@0.2.9",
+];
 /// How long a host may take to load (and here refuse) an 18 MB component on a busy machine.
 const LOAD_WAIT: Duration = Duration::from_secs(120);
 
@@ -196,14 +226,30 @@ fn python_unit_tests_of_the_replicator_pass() {
     assert!(stderr.contains("\nOK"), "{stderr}");
 }
 
+/// The interfaces `reconcile-host check` lists under `imports`.
+fn imports(check: &str) -> Vec<&str> {
+    let mut lines = check.lines().skip_while(|l| !l.starts_with("imports "));
+    let first = lines.next().map(|l| l.trim_start_matches("imports").trim());
+    let rest = lines.take_while(|l| l.starts_with(' ')).map(str::trim);
+    first.into_iter().chain(rest).collect()
+}
+
 #[test]
-fn python_components_import_no_wasi_at_all() {
+fn python_components_import_kube_reconcile_and_wasi_0_2_with_sockets() {
     replicator();
     noop();
+    let kube = [
+        "kube:reconcile/cache@0.1.0",
+        "kube:reconcile/client@0.1.0",
+        "kube:reconcile/events@0.1.0",
+        "kube:reconcile/log@0.1.0",
+        "kube:reconcile/types@0.1.0",
+    ];
+    let expected: Vec<&str> = kube.into_iter().chain(PYTHON_WASI).collect();
     for manifest in [MANIFEST, "host/tests/guests/noop-python/plugin.yaml"] {
         let out = check(&workspace().join(manifest));
-        assert!(!out.contains("wasi:"), "{manifest} imports WASI:\n{out}");
-        assert!(out.contains("kube:reconcile/types@0.1.0"), "{out}");
+        assert_eq!(imports(&out), expected, "{manifest}:\n{out}");
+        assert!(out.contains("\nok: plugin `"), "{out}");
     }
 }
 
@@ -282,27 +328,31 @@ async fn python_replicator_copies_syncs_prunes_and_cleans_up_with_its_finalizer(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_replicator_warns_of_a_missing_namespace_and_requeues_after_30_s() {
+async fn python_replicator_warns_of_a_missing_namespace_and_requeues_after_the_delay_from_its_env()
+{
     let server = server().await;
     let dir = scratch("python-missing-namespace");
     namespace(&server, "team-a").await;
-    let plugin = manifest(&dir, MANIFEST, &replicator(), &[]);
+    // The manifest's `env:` reaches `os.environ` in the component (WASI cli/environment):
+    // 8 s instead of the replicator's default 30 s.
+    let env = [("env", "{REPLICATOR_RETRY_SECONDS: '8'}")];
+    let plugin = manifest(&dir, MANIFEST, &replicator(), &env);
     let _host = Host::start(&server, &dir, &[plugin]);
     source(&server, "late", "python", "team-a, team-late").await;
 
     let note = namespace_not_found_note(&server, "late").await;
     assert_eq!(
         note,
-        "Cannot copy to namespaces that do not exist: team-late; retrying in 30s"
+        "Cannot copy to namespaces that do not exist: team-late; retrying in 8s"
     );
     let warned = tokio::time::Instant::now();
     config_map_when(&server, "team-a", "late", |_| true).await;
 
     // Nothing reconciles the source when the namespace appears: the copy there comes from the
-    // requeue-after(30 s) the guest answered.
+    // requeue-after(8 s) the guest answered.
     namespace(&server, "team-late").await;
     let api = config_maps(&server, "team-late");
-    let deadline = warned + Duration::from_secs(30) + WAIT;
+    let deadline = warned + Duration::from_secs(8) + WAIT;
     while api
         .get_opt("late")
         .await
@@ -318,8 +368,8 @@ async fn python_replicator_warns_of_a_missing_namespace_and_requeues_after_30_s(
     }
     let after = warned.elapsed();
     assert!(
-        after >= Duration::from_secs(20),
-        "the copy came {after:?} after the warning: sooner than the requeue-after of 30 s"
+        after >= Duration::from_secs(5),
+        "the copy came {after:?} after the warning: sooner than the requeue-after of 8 s"
     );
 }
 
@@ -355,17 +405,47 @@ async fn python_replicator_errors_are_wit_errors_counted_and_logged() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_python_build_with_wasi_is_refused_at_load_naming_the_file_and_the_import() {
-    let server = server().await;
-    let dir = scratch("python-with-wasi");
-    let status = Command::new("bash")
-        .arg(workspace().join("host/tests/guests/noop-python/build.sh"))
-        .arg("--with-wasi")
+/// The toolchain's componentize-py (installed by the build scripts).
+fn componentize_py() -> PathBuf {
+    noop();
+    workspace().join(".toolchains/python/bin/componentize-py")
+}
+
+/// Componentizes the app module `app` in `dir` against the world `reconciler` of `wit` to
+/// `dir/<app>.wasm`; removes the bytecode pre-initialisation leaves behind.
+fn componentize(dir: &Path, wit: &Path, app: &str) -> PathBuf {
+    let module = dir.join(format!("{app}.wasm"));
+    let status = Command::new(componentize_py())
+        .arg("-q")
+        .arg("-d")
+        .arg(wit)
+        .args(["-w", "reconciler", "componentize", "-p"])
+        .arg(dir)
+        .arg(app)
+        .arg("-o")
+        .arg(&module)
         .status()
-        .expect("bash runs");
-    assert!(status.success(), "noop-python/build.sh --with-wasi failed");
-    let module = noop().with_file_name("noop-python-wasi.wasm");
+        .expect("componentize-py runs");
+    assert!(status.success(), "componentize-py failed for {app}");
+    let _ = std::fs::remove_dir_all(dir.join("__pycache__"));
+    module
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_build_against_another_world_is_refused_at_load_naming_the_file_and_the_mismatch()
+{
+    let server = server().await;
+    let dir = scratch("python-other-world");
+    // A realistic mistake: the app written and componentized against a stale or foreign WIT
+    // (the wrong-world test guest's: `reconcile: func(request: string) -> u32`).
+    std::fs::write(
+        dir.join("other_world.py"),
+        "class WitWorld:\n    def reconcile(self, request: str) -> int:\n        \
+         return len(request)\n",
+    )
+    .expect("written");
+    let wit = workspace().join("host/tests/guests/wrong-world/wit");
+    let module = componentize(&dir, &wit, "other_world");
     let plugin = manifest(
         &dir,
         "host/tests/guests/noop-python/plugin.yaml",
@@ -373,8 +453,12 @@ async fn a_python_build_with_wasi_is_refused_at_load_naming_the_file_and_the_imp
         &[],
     );
     let path = module.display().to_string();
-    // The first WASI interface the host does not link is named (today `wasi:sockets/network`).
-    let expected = [path.as_str(), "imports `wasi:"];
+    let expected = [
+        path.as_str(),
+        "does not match the `reconciler` world",
+        "rebuild it against wit/",
+        "type-checking export func `reconcile`: expected `record` found `string`",
+    ];
 
     // `check` refuses it (and leaves its compiled code in the module cache, so the host below
     // does not spend the test's time compiling 18 MB again).
@@ -391,7 +475,7 @@ async fn a_python_build_with_wasi_is_refused_at_load_naming_the_file_and_the_imp
         assert!(stderr.contains(part), "expected `{part}` in:\n{stderr}");
     }
 
-    // `run` exits 2 naming the plugin, the file and the import. Loading an 18 MB component can
+    // `run` exits 2 naming the plugin, the file and the mismatch. Loading an 18 MB component can
     // take longer than the usual wait on a busy machine, hence a wait of its own.
     let kubeconfig = dir.join("kubeconfig");
     server.write_kubeconfig(&kubeconfig).expect("kubeconfig");
@@ -429,6 +513,114 @@ async fn a_python_build_with_wasi_is_refused_at_load_naming_the_file_and_the_imp
     assert_eq!(status.code(), Some(2), "log:\n{log}");
     for part in expected.into_iter().chain(["plugin `noop-python`"]) {
         assert!(log.contains(part), "expected `{part}` in:\n{log}");
+    }
+}
+
+/// `reconcile-host reconcile --output json` of `plugin` on a ConfigMap named `name`: the exit
+/// code, the report and the log (the guest's log and stdio).
+fn reconcile_named(dir: &Path, plugin: &Path, name: &str) -> (Option<i32>, Value, String) {
+    let object = dir.join(format!("{name}.yaml"));
+    std::fs::write(
+        &object,
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: default}}\n"
+        ),
+    )
+    .expect("written");
+    let out = Command::new(env!("CARGO_BIN_EXE_reconcile-host"))
+        .arg("reconcile")
+        .arg("--module-cache")
+        .arg(guests().join("module-cache"))
+        .args(["--output", "json", "--object"])
+        .arg(&object)
+        .arg(plugin)
+        .output()
+        .expect("reconcile-host runs");
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    let report = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON report ({e}):\n{log}"));
+    (out.status.code(), report, log)
+}
+
+/// The result the WASI probe logged for `check` (`<check>: <result>`, through the log import).
+fn probed<'a>(log: &'a str, check: &str) -> &'a str {
+    let prefix = format!("imports::log: {check}: ");
+    log.lines()
+        .find_map(|line| {
+            let (_, rest) = line.split_once(&prefix)?;
+            rest.rsplit_once(" plugin=").map(|(result, _)| result)
+        })
+        .unwrap_or_else(|| panic!("the probe logged no `{check}`:\n{log}"))
+}
+
+#[test]
+fn wasi_gives_a_python_reconcile_the_clock_env_entropy_and_stdio_but_no_files_or_network() {
+    let dir = scratch("python-wasi-probe");
+    std::fs::copy(
+        workspace().join("host/tests/guests/noop-python/wasi_probe.py"),
+        dir.join("wasi_probe.py"),
+    )
+    .expect("copied");
+    let module = componentize(&dir, &workspace().join("wit"), "wasi_probe");
+    let plugin = dir.join("plugin.yaml");
+    std::fs::write(
+        &plugin,
+        format!(
+            "name: wasi-probe-python\nmodule: {}\nfor: {{apiVersion: v1, kind: ConfigMap}}\n\
+             env: {{PROBE_SETTING: from-the-manifest}}\n",
+            module.display()
+        ),
+    )
+    .expect("written");
+    check(&plugin);
+
+    let mut entropy = Vec::new();
+    for name in ["first", "second"] {
+        let (code, report, log) = reconcile_named(&dir, &plugin, name);
+        assert_eq!(code, Some(0), "{report}\n{log}");
+        assert_eq!(report["action"], json!({"type": "done"}));
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_secs_f64();
+        let clock: f64 = probed(&log, "wall-clock").parse().expect("seconds");
+        assert!(
+            (clock - now).abs() < 300.0,
+            "time.time() = {clock}, now {now}"
+        );
+        assert_eq!(probed(&log, "env"), "from-the-manifest");
+        assert_eq!(
+            probed(&log, "open"),
+            "FileNotFoundError: [Errno 44] No such file or directory: '/etc/hostname'"
+        );
+        for line in [
+            "WARNING a warning from logging plugin=\"wasi-probe-python\" stream=\"stderr\"",
+            "a line from print plugin=\"wasi-probe-python\" stream=\"stdout\"",
+        ] {
+            assert!(log.contains(line), "expected `{line}` in:\n{log}");
+        }
+        entropy.push((
+            probed(&log, "urandom").to_owned(),
+            probed(&log, "random").to_owned(),
+        ));
+    }
+    // Each call is a fresh instance of the same pre-initialised snapshot: different bytes and a
+    // differently seeded `random` show both come from the host at run time.
+    assert_ne!(entropy[0].0, entropy[1].0, "os.urandom repeated itself");
+    assert_ne!(
+        entropy[0].1, entropy[1].1,
+        "random was seeded at build time"
+    );
+
+    let (code, report, log) = reconcile_named(&dir, &plugin, "socket");
+    assert_eq!(code, Some(1), "{report}\n{log}");
+    let error = report["error"].as_str().expect("an error");
+    for part in [
+        "the guest trapped",
+        "`wasi:sockets/tcp-create-socket@0.2.9#create-tcp-socket` called: plugins have no network \
+         access",
+    ] {
+        assert!(error.contains(part), "expected `{part}` in:\n{error}");
     }
 }
 
