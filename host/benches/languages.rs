@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode, Throughput};
-use reconcile_host::plugin::engine::{EngineSettings, PluginEngine};
+use reconcile_host::plugin::engine::{EngineSettings, PluginEngine, stub_withheld};
 use reconcile_host::plugin::module::ModuleLoader;
 use reconcile_host::plugin::state::GuestState;
 use tokio::runtime::Runtime;
@@ -180,7 +180,10 @@ fn measure_language(
     group.sampling_mode(SamplingMode::Flat);
     let instantiate = {
         let component = Component::new(cached.engine(), &bytes).expect("compiles (cached)");
-        let pre = cached.linker().instantiate_pre(&component).expect("links");
+        // As the module loader links it: the withheld WASI interfaces stubbed.
+        let mut linker = cached.linker().clone();
+        stub_withheld(&mut linker, &component).expect("stubs the withheld WASI");
+        let pre = linker.instantiate_pre(&component).expect("links");
         let context = Arc::new(plugin_context(wasm, ""));
         measure(&mut group, "instantiate", 10, Cpu::Thread, |n| {
             rt.block_on(async {

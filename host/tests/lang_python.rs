@@ -12,12 +12,14 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use common::host::{Host, component, guests, manifest, scratch, scripted_component, workspace};
-use common::{WAIT, eventually_async};
+use common::host::{
+    Host, component, manifest, module_cache, scratch, scripted_component, target_dir, workspace,
+};
+use common::{WAIT, config_maps, eventually_async, namespace};
 use embedded_apiserver::{ApiServer, Config};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 const MANIFEST: &str = "examples/configmap-replicator-python/plugin.yaml";
@@ -97,7 +99,7 @@ fn check(manifest: &Path) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_reconcile-host"))
         .arg("check")
         .arg("--module-cache")
-        .arg(guests().join("module-cache"))
+        .arg(module_cache())
         .arg(manifest)
         .output()
         .expect("reconcile-host runs");
@@ -115,25 +117,6 @@ async fn server() -> ApiServer {
     ApiServer::start(Config::default())
         .await
         .expect("API server starts")
-}
-
-fn config_maps(server: &ApiServer, namespace: &str) -> Api<ConfigMap> {
-    Api::namespaced(server.kube_client().expect("client"), namespace)
-}
-
-async fn namespace(server: &ApiServer, name: &str) {
-    let namespaces: Api<Namespace> = Api::all(server.kube_client().expect("client"));
-    let object = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            ..ObjectMeta::default()
-        },
-        ..Namespace::default()
-    };
-    namespaces
-        .create(&PostParams::default(), &object)
-        .await
-        .expect("namespace created");
 }
 
 /// Creates the source `default/<name>` labelled `replicator.example.com/replicate=<replicate>`
@@ -207,9 +190,7 @@ fn data(object: &ConfigMap) -> BTreeMap<String, String> {
 fn python_unit_tests_of_the_replicator_pass() {
     replicator();
     let example = workspace().join("examples/configmap-replicator-python");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| workspace().join("target"), PathBuf::from);
-    let bindings = target.join("guests/configmap-replicator-python/bindings");
+    let bindings = target_dir().join("guests/configmap-replicator-python/bindings");
     let path = std::env::join_paths([example.join("src"), example.join("tests"), bindings])
         .expect("a PYTHONPATH");
     let out = Command::new(workspace().join(".toolchains/python/bin/python"))
@@ -258,7 +239,7 @@ async fn python_replicator_copies_syncs_prunes_and_cleans_up_with_its_finalizer(
     let server = server().await;
     let dir = scratch("python-replicator");
     for ns in ["team-a", "team-b"] {
-        namespace(&server, ns).await;
+        namespace(&server, ns, &[]).await;
     }
     let plugin = manifest(&dir, MANIFEST, &replicator(), &[]);
     let host = Host::start(&server, &dir, &[plugin]);
@@ -332,7 +313,7 @@ async fn python_replicator_warns_of_a_missing_namespace_and_requeues_after_the_d
 {
     let server = server().await;
     let dir = scratch("python-missing-namespace");
-    namespace(&server, "team-a").await;
+    namespace(&server, "team-a", &[]).await;
     // The manifest's `env:` reaches `os.environ` in the component (WASI cli/environment):
     // 8 s instead of the replicator's default 30 s.
     let env = [("env", "{REPLICATOR_RETRY_SECONDS: '8'}")];
@@ -350,7 +331,7 @@ async fn python_replicator_warns_of_a_missing_namespace_and_requeues_after_the_d
 
     // Nothing reconciles the source when the namespace appears: the copy there comes from the
     // requeue-after(8 s) the guest answered.
-    namespace(&server, "team-late").await;
+    namespace(&server, "team-late", &[]).await;
     let api = config_maps(&server, "team-late");
     let deadline = warned + Duration::from_secs(8) + WAIT;
     while api
@@ -377,7 +358,7 @@ async fn python_replicator_warns_of_a_missing_namespace_and_requeues_after_the_d
 async fn python_replicator_errors_are_wit_errors_counted_and_logged() {
     let server = server().await;
     let dir = scratch("python-denied");
-    namespace(&server, "team-a").await;
+    namespace(&server, "team-a", &[]).await;
     // Without grants, adding the finalizer (a patch) is denied.
     let plugin = manifest(&dir, MANIFEST, &replicator(), &[("grants", "[]")]);
     let host = Host::start(&server, &dir, &[plugin]);
@@ -465,7 +446,7 @@ async fn a_python_build_against_another_world_is_refused_at_load_naming_the_file
     let out = Command::new(env!("CARGO_BIN_EXE_reconcile-host"))
         .arg("check")
         .arg("--module-cache")
-        .arg(guests().join("module-cache"))
+        .arg(module_cache())
         .arg(&plugin)
         .output()
         .expect("reconcile-host runs");
@@ -486,7 +467,7 @@ async fn a_python_build_against_another_world_is_refused_at_load_naming_the_file
         .args(["--leader-elect", "false", "--metrics-address"])
         .arg(format!("127.0.0.1:{}", common::host::free_port()))
         .arg("--module-cache")
-        .arg(guests().join("module-cache"))
+        .arg(module_cache())
         .arg("--plugin")
         .arg(&plugin)
         .stdout(Stdio::null())
@@ -530,7 +511,7 @@ fn reconcile_named(dir: &Path, plugin: &Path, name: &str) -> (Option<i32>, Value
     let out = Command::new(env!("CARGO_BIN_EXE_reconcile-host"))
         .arg("reconcile")
         .arg("--module-cache")
-        .arg(guests().join("module-cache"))
+        .arg(module_cache())
         .args(["--output", "json", "--object"])
         .arg(&object)
         .arg(plugin)
@@ -643,7 +624,7 @@ fn python_noop_answers_done_and_calls_nothing() {
     let out = Command::new(env!("CARGO_BIN_EXE_reconcile-host"))
         .arg("reconcile")
         .arg("--module-cache")
-        .arg(guests().join("module-cache"))
+        .arg(module_cache())
         .args(["--output", "json", "--object"])
         .arg(&object)
         .arg(&plugin)
@@ -688,7 +669,7 @@ async fn rust_and_python_replicators_make_the_same_copies_side_by_side() {
     let server = server().await;
     let dir = scratch("python-vs-rust");
     for ns in ["team-a", "team-b"] {
-        namespace(&server, ns).await;
+        namespace(&server, ns, &[]).await;
     }
     let plugins = [
         manifest(&dir, MANIFEST, &replicator(), &[]),
@@ -756,7 +737,7 @@ fn reconcile_report(dir: &Path, source: &str, module: &Path, object: &Path, cach
     let out = Command::new(env!("CARGO_BIN_EXE_reconcile-host"))
         .arg("reconcile")
         .arg("--module-cache")
-        .arg(guests().join("module-cache"))
+        .arg(module_cache())
         .args(["--output", "json", "--object"])
         .arg(object)
         .arg("--cache")
