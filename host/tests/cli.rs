@@ -74,7 +74,10 @@ fn run_help_lists_every_setting_with_its_environment_variable() {
     for (flag, env) in [
         ("--config", "RECONCILE_HOST_CONFIG"),
         ("--kubeconfig", "RECONCILE_HOST_KUBECONFIG"),
-        ("--service-account-dir", "RECONCILE_HOST_SERVICE_ACCOUNT_DIR"),
+        (
+            "--service-account-dir",
+            "RECONCILE_HOST_SERVICE_ACCOUNT_DIR",
+        ),
         ("--context", "RECONCILE_HOST_CONTEXT"),
         ("--leader-elect", "RECONCILE_HOST_LEADER_ELECT"),
         ("--lease-name", "RECONCILE_HOST_LEASE_NAME"),
