@@ -4,10 +4,10 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use common::eventually_async;
-use common::host::{Host, free_port, guests, module_cache, scratch, scripted_component, workspace};
+use common::host::{Host, free_port, guests, scratch, scripted_component, tool, workspace};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject};
@@ -31,13 +31,7 @@ fn build_examples() -> Vec<String> {
         }
         let manifest = dir.join("plugin.yaml");
         if manifest.is_file() {
-            let check = Command::new(env!("CARGO_BIN_EXE_reconcile-host"))
-                .arg("check")
-                .arg(&manifest)
-                .arg("--module-cache")
-                .arg(module_cache())
-                .output()
-                .expect("check runs");
+            let check = tool("check").arg(&manifest).output().expect("check runs");
             assert!(
                 check.status.success(),
                 "check {name}: {}",
@@ -67,17 +61,14 @@ async fn dev_runs_every_example_side_by_side_and_each_converges() {
     );
     let dir = scratch("dev");
     let kubeconfig = dir.join("kubeconfig");
-    let mut command = Command::new(env!("CARGO_BIN_EXE_reconcile-host"));
+    let mut command = tool("dev");
     command
         .current_dir(workspace())
-        .arg("dev")
         .arg("--kubeconfig-out")
         .arg(&kubeconfig)
         .args(["--api-address", &format!("127.0.0.1:{}", free_port())])
         .args(["--metrics-address", &format!("127.0.0.1:{}", free_port())])
         .env("RUST_LOG", "info")
-        .arg("--module-cache")
-        .arg(module_cache())
         .env_remove("RUST_BACKTRACE")
         .stdout(Stdio::null())
         .stderr(Stdio::piped());

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use common::host::{
-    Host, component, manifest, module_cache, scratch, scripted_component, target_dir, workspace,
+    Host, component, manifest, scratch, scripted_component, target_dir, tool, workspace,
 };
 use common::{eventually_async, namespace};
 use embedded_apiserver::{ApiServer, Config};
@@ -315,12 +315,11 @@ async fn a_denied_status_write_is_a_reconcile_error_counted_and_logged_with_its_
     }
 }
 
-/// Runs `reconcile-host` with `args` and the tests' module cache.
+/// Runs `reconcile-host` with `args` (a subcommand first) and the tests' module cache.
 fn reconcile_host(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_reconcile-host"))
+    let (subcommand, args) = args.split_first().expect("a subcommand");
+    tool(subcommand)
         .args(args)
-        .arg("--module-cache")
-        .arg(module_cache())
         .env("RUST_LOG", "warn")
         .output()
         .expect("reconcile-host runs")

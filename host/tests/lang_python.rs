@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use common::host::{
-    Host, component, manifest, module_cache, scratch, scripted_component, target_dir, workspace,
+    Host, component, manifest, scratch, scripted_component, target_dir, tool, workspace,
 };
 use common::{WAIT, config_maps, eventually_async, namespace};
 use embedded_apiserver::{ApiServer, Config};
@@ -96,10 +96,7 @@ fn noop() -> PathBuf {
 /// `reconcile-host check` of `manifest` with the tests' module cache; its stdout. Fails the test
 /// unless it exits 0.
 fn check(manifest: &Path) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_reconcile-host"))
-        .arg("check")
-        .arg("--module-cache")
-        .arg(module_cache())
+    let out = tool("check")
         .arg(manifest)
         .output()
         .expect("reconcile-host runs");
@@ -443,10 +440,7 @@ async fn a_python_build_against_another_world_is_refused_at_load_naming_the_file
 
     // `check` refuses it (and leaves its compiled code in the module cache, so the host below
     // does not spend the test's time compiling 18 MB again).
-    let out = Command::new(env!("CARGO_BIN_EXE_reconcile-host"))
-        .arg("check")
-        .arg("--module-cache")
-        .arg(module_cache())
+    let out = tool("check")
         .arg(&plugin)
         .output()
         .expect("reconcile-host runs");
@@ -460,14 +454,11 @@ async fn a_python_build_against_another_world_is_refused_at_load_naming_the_file
     // take longer than the usual wait on a busy machine, hence a wait of its own.
     let kubeconfig = dir.join("kubeconfig");
     server.write_kubeconfig(&kubeconfig).expect("kubeconfig");
-    let mut host = Command::new(env!("CARGO_BIN_EXE_reconcile-host"))
-        .arg("run")
+    let mut host = tool("run")
         .arg("--kubeconfig")
         .arg(&kubeconfig)
         .args(["--leader-elect", "false", "--metrics-address"])
         .arg(format!("127.0.0.1:{}", common::host::free_port()))
-        .arg("--module-cache")
-        .arg(module_cache())
         .arg("--plugin")
         .arg(&plugin)
         .stdout(Stdio::null())
@@ -508,10 +499,7 @@ fn reconcile_named(dir: &Path, plugin: &Path, name: &str) -> (Option<i32>, Value
         ),
     )
     .expect("written");
-    let out = Command::new(env!("CARGO_BIN_EXE_reconcile-host"))
-        .arg("reconcile")
-        .arg("--module-cache")
-        .arg(module_cache())
+    let out = tool("reconcile")
         .args(["--output", "json", "--object"])
         .arg(&object)
         .arg(plugin)
@@ -621,10 +609,7 @@ fn python_noop_answers_done_and_calls_nothing() {
         &module,
         &[],
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_reconcile-host"))
-        .arg("reconcile")
-        .arg("--module-cache")
-        .arg(module_cache())
+    let out = tool("reconcile")
         .args(["--output", "json", "--object"])
         .arg(&object)
         .arg(&plugin)
@@ -734,10 +719,7 @@ async fn rust_and_python_replicators_make_the_same_copies_side_by_side() {
 /// `cache`; the report.
 fn reconcile_report(dir: &Path, source: &str, module: &Path, object: &Path, cache: &Path) -> Value {
     let plugin = manifest(dir, source, module, &[]);
-    let out = Command::new(env!("CARGO_BIN_EXE_reconcile-host"))
-        .arg("reconcile")
-        .arg("--module-cache")
-        .arg(module_cache())
+    let out = tool("reconcile")
         .args(["--output", "json", "--object"])
         .arg(object)
         .arg("--cache")

@@ -5,18 +5,17 @@ mod common;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
-use common::host::{component, manifest, module_cache, scratch, workspace};
+use common::host::{component, manifest, scratch, tool, workspace};
 use serde_json::{Value, json};
 
 /// Runs the binary with `args` (and the tests' module cache), feeding `stdin` if given.
 fn host(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_reconcile-host"));
+    let (subcommand, args) = args.split_first().expect("a subcommand");
+    let mut command = tool(subcommand);
     command
         .args(args)
-        .arg("--module-cache")
-        .arg(module_cache())
         .env("RUST_LOG", "info")
         .stdin(if stdin.is_some() {
             Stdio::piped()

@@ -52,6 +52,17 @@ pub fn guests() -> &'static Path {
     })
 }
 
+/// `reconcile-host <subcommand> --module-cache <the tests' cache>`, for the one-shot commands
+/// (`check`, `reconcile`) and hosts a test drives itself.
+pub fn tool(subcommand: &str) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_reconcile-host"));
+    command
+        .arg(subcommand)
+        .arg("--module-cache")
+        .arg(module_cache());
+    command
+}
+
 /// The compiled-module cache the tests' hosts share, so each component is compiled once per
 /// run.
 pub fn module_cache() -> PathBuf {
