@@ -208,7 +208,8 @@ async fn file_change_to_serving(wasm: &Path, rounds: usize) -> Vec<Duration> {
     let plugins = Arc::new(Plugins::new(
         runtime.clone(),
         ModuleLoader::new(engine),
-        Arc::new(reconcile_host::plugin::api::KubeApi::new(client)),
+        Arc::new(reconcile_host::plugin::kube_api::KubeApi::new(client))
+            as reconcile_host::plugin::api::SharedApi,
         vec![dir.clone()],
     ));
     plugins.load_all().await.expect("loads");

@@ -14,8 +14,9 @@ use crate::client::{self, ClientLimits};
 use crate::cluster_config::{ClusterConfig, ClusterSource, cluster_config};
 use crate::config::{ConfigFileError, HostConfig, duration};
 use crate::election::{ElectionConfig, default_identity};
-use crate::plugin::api::{KubeApi, SharedApi};
 use crate::plugin::engine::{EngineSettings, PluginEngine};
+use crate::plugin::kube_api::KubeApis;
+use crate::plugin::manifest::ApiRateLimit;
 use crate::plugin::module::ModuleLoader;
 use crate::plugin::supervisor::Plugins;
 use crate::runtime::{ElectionSettings, Runtime, RuntimeSettings};
@@ -109,6 +110,12 @@ pub struct RunArgs {
     /// Requests allowed at once above --qps [default: 10].
     #[arg(long, env = "RECONCILE_HOST_BURST")]
     pub burst: Option<u32>,
+    /// Requests per second of each plugin whose manifest sets no `apiRateLimit` [default: 5].
+    #[arg(long, env = "RECONCILE_HOST_PLUGIN_QPS")]
+    pub plugin_qps: Option<f64>,
+    /// Requests at once of each plugin whose manifest sets no `apiRateLimit` [default: 10].
+    #[arg(long, env = "RECONCILE_HOST_PLUGIN_BURST")]
+    pub plugin_burst: Option<u32>,
     /// How long reconciles in progress may finish after a shutdown signal [default: 30s].
     #[arg(long, env = "RECONCILE_HOST_DRAIN_TIMEOUT", value_parser = duration::parse)]
     pub drain_timeout: Option<Duration>,
@@ -157,6 +164,8 @@ impl RunArgs {
         set(&mut config.telemetry.address, self.metrics_address);
         set(&mut config.client.qps, self.qps);
         set(&mut config.client.burst, self.burst);
+        set(&mut config.plugin_client.qps, self.plugin_qps);
+        set(&mut config.plugin_client.burst, self.plugin_burst);
         set(&mut config.shutdown.drain_timeout, self.drain_timeout);
         config.plugins.extend(self.plugins.iter().cloned());
         set(
@@ -201,6 +210,12 @@ fn report(result: anyhow::Result<ExitCode>) -> ExitCode {
     })
 }
 
+/// The leader election client's rate: a renewal is a GET and a PUT every retry period (2 s by
+/// default), and an acquisition no more; this leaves room for retries.
+const ELECTION_QPS: f64 = 5.0;
+/// The leader election client's burst.
+const ELECTION_BURST: u32 = 10;
+
 /// `run`: the host until a signal; a second signal exits at once. Exits 2 when no API server
 /// configuration can be found (see [`crate::cluster_config`]).
 pub(crate) async fn run(config: HostConfig) -> anyhow::Result<ExitCode> {
@@ -244,7 +259,17 @@ async fn host(
     let limits = ClientLimits::default()
         .qps(config.client.qps)
         .burst(config.client.burst);
-    let client = client::client(kube_config, &limits).context("cannot build the API client")?;
+    let client =
+        client::client(kube_config.clone(), &limits).context("cannot build the API client")?;
+    // Lease renewals go through a client of their own: no informer or plugin request can make
+    // them wait.
+    let election_client = client::client(
+        kube_config.clone(),
+        &ClientLimits::default()
+            .qps(ELECTION_QPS)
+            .burst(ELECTION_BURST),
+    )
+    .context("cannot build the leader election's API client")?;
     let election = config.leader_election.enabled.then(|| ElectionSettings {
         lease_namespace,
         lease_name: config.leader_election.lease_name.clone(),
@@ -277,7 +302,8 @@ async fn host(
         },
         telemetry,
     );
-    let plugins = match load_plugins(&runtime, &config, client).await {
+    runtime.use_election_client(election_client);
+    let plugins = match load_plugins(&runtime, &config, kube_config).await {
         Ok(plugins) => plugins,
         Err(error) => {
             eprintln!("error: {error:#}");
@@ -314,7 +340,7 @@ async fn host(
 async fn load_plugins(
     runtime: &Runtime,
     config: &HostConfig,
-    client: kube::Client,
+    kube_config: kube::Config,
 ) -> anyhow::Result<Option<Arc<Plugins>>> {
     if config.plugins.is_empty() {
         tracing::warn!(
@@ -324,11 +350,22 @@ async fn load_plugins(
     }
     let engine = engine(config.module_cache_dir())?;
     tracing::info!(pooling = engine.pooling(), "WebAssembly engine ready");
-    let api: SharedApi = Arc::new(KubeApi::new(client));
+    let budget = &config.plugin_client;
+    let apis = KubeApis::new(
+        kube_config,
+        ApiRateLimit {
+            qps: budget.qps,
+            burst: budget.burst,
+        },
+        ApiRateLimit {
+            qps: budget.max_qps,
+            burst: budget.max_burst,
+        },
+    );
     let plugins = Arc::new(Plugins::new(
         runtime.clone(),
         ModuleLoader::new(engine),
-        api,
+        apis,
         config.plugins.clone(),
     ));
     let loaded = plugins

@@ -14,9 +14,14 @@
 //!   exitOnLoss: false
 //! telemetry:
 //!   address: 0.0.0.0:8080
-//! client:
+//! client:                                     # the host's own requests (informers)
 //!   qps: 5
 //!   burst: 10
+//! pluginClient:                               # each plugin's own budget (apiRateLimit)
+//!   qps: 5                                    # default for plugins that set none
+//!   burst: 10
+//!   maxQps: 100                               # ceiling for plugins that set one
+//!   maxBurst: 200
 //! shutdown:
 //!   drainTimeout: 30s
 //! plugins:                                    # manifests, or directories of <name>/plugin.yaml
@@ -49,6 +54,8 @@ pub struct HostConfig {
     pub telemetry: TelemetryConfig,
     /// Client-side limits for the host's own API calls.
     pub client: ClientConfig,
+    /// Each plugin's API budget: the default, and the ceiling a manifest may ask for.
+    pub plugin_client: PluginClientConfig,
     /// Graceful shutdown.
     pub shutdown: ShutdownConfig,
     /// Plugin manifests loaded at start: manifest files, or directories whose
@@ -144,6 +151,32 @@ impl Default for ClientConfig {
         Self {
             qps: 5.0,
             burst: 10,
+        }
+    }
+}
+
+/// `pluginClient:` settings: every plugin has a client and token bucket of its own.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct PluginClientConfig {
+    /// Requests per second of a plugin whose manifest sets no `apiRateLimit`.
+    pub qps: f64,
+    /// Its burst.
+    pub burst: u32,
+    /// The most requests per second a manifest may ask for.
+    pub max_qps: f64,
+    /// The largest burst a manifest may ask for.
+    pub max_burst: u32,
+}
+
+impl Default for PluginClientConfig {
+    /// client-go's defaults per plugin (5 qps, burst 10), at most 100 qps and burst 200.
+    fn default() -> Self {
+        Self {
+            qps: 5.0,
+            burst: 10,
+            max_qps: 100.0,
+            max_burst: 200,
         }
     }
 }
@@ -280,6 +313,31 @@ impl HostConfig {
         }
         if self.client.burst == 0 {
             return invalid("client.burst", "must be at least 1".into());
+        }
+        let plugins = &self.plugin_client;
+        for (field, qps) in [
+            ("pluginClient.qps", plugins.qps),
+            ("pluginClient.maxQps", plugins.max_qps),
+        ] {
+            if !(qps.is_finite() && qps > 0.0) {
+                return invalid(field, format!("must be a positive number, got {qps}"));
+            }
+        }
+        if plugins.burst == 0 || plugins.max_burst == 0 {
+            return invalid(
+                "pluginClient.burst",
+                "burst and maxBurst must be at least 1".into(),
+            );
+        }
+        if plugins.qps > plugins.max_qps || plugins.burst > plugins.max_burst {
+            return invalid(
+                "pluginClient",
+                format!(
+                    "the default (qps {}, burst {}) is above the ceiling (maxQps {}, maxBurst \
+                     {}); lower the default or raise the ceiling",
+                    plugins.qps, plugins.burst, plugins.max_qps, plugins.max_burst
+                ),
+            );
         }
         Ok(())
     }

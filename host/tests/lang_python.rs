@@ -513,11 +513,12 @@ fn reconcile_named(dir: &Path, plugin: &Path, name: &str) -> (Option<i32>, Value
 
 /// The result the WASI probe logged for `check` (`<check>: <result>`, through the log import).
 fn probed<'a>(log: &'a str, check: &str) -> &'a str {
-    let prefix = format!("imports::log: {check}: ");
+    // Guest text is the last field of its line, quoted: `... text="<check>: <result>"`.
+    let prefix = format!("text=\"{check}: ");
     log.lines()
         .find_map(|line| {
             let (_, rest) = line.split_once(&prefix)?;
-            rest.rsplit_once(" plugin=").map(|(result, _)| result)
+            rest.trim_end().strip_suffix('"')
         })
         .unwrap_or_else(|| panic!("the probe logged no `{check}`:\n{log}"))
 }
@@ -563,8 +564,8 @@ fn wasi_gives_a_python_reconcile_the_clock_env_entropy_and_stdio_but_no_files_or
             "FileNotFoundError: [Errno 44] No such file or directory: '/etc/hostname'"
         );
         for line in [
-            "WARNING a warning from logging plugin=\"wasi-probe-python\" stream=\"stderr\"",
-            "a line from print plugin=\"wasi-probe-python\" stream=\"stdout\"",
+            "plugin=\"wasi-probe-python\" stream=\"stderr\" text=\"WARNING a warning from logging\"",
+            "plugin=\"wasi-probe-python\" stream=\"stdout\" text=\"a line from print\"",
         ] {
             assert!(log.contains(line), "expected `{line}` in:\n{log}");
         }

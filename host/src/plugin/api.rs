@@ -1,17 +1,16 @@
-//! Where a guest's `client` and `events` calls go once their grants are checked: the API server
-//! (raw JSON in and out, no re-encoding), or a recorder for local runs.
+//! Where a guest's `client` and `events` calls go once their grants are checked: the calls as
+//! values, the backend trait, and a recorder for local runs (the API server backend is
+//! [`kube_api`](super::kube_api)).
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use kube::api::{DeleteParams, GetParams, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, DynamicObject, GroupVersionKind, Resource};
-use kube::discovery::{self, Scope};
 use parking_lot::Mutex;
 
-use super::bindings::{ApiStatus, CallError};
+use super::bindings::CallError;
+use super::manifest::Manifest;
 use crate::runtime::KindRef;
 
 /// The object a call is about.
@@ -130,187 +129,6 @@ pub trait ApiBackend: Send + Sync + 'static {
     }
 }
 
-/// The API server, through the host's client (rate limits and retries included).
-pub struct KubeApi {
-    client: kube::Client,
-    kinds: Mutex<HashMap<KindRef, (ApiResource, bool)>>,
-}
-
-impl std::fmt::Debug for KubeApi {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KubeApi").finish_non_exhaustive()
-    }
-}
-
-impl KubeApi {
-    /// Calls go through `client`.
-    #[must_use]
-    pub fn new(client: kube::Client) -> Self {
-        Self {
-            client,
-            kinds: Mutex::default(),
-        }
-    }
-
-    /// The resource of `kind` and whether it is namespaced (discovery, cached).
-    async fn resolve(&self, kind: &KindRef) -> Result<(ApiResource, bool), CallError> {
-        if let Some(found) = self.kinds.lock().get(kind) {
-            return Ok(found.clone());
-        }
-        let (group, version) = match kind.api_version.split_once('/') {
-            Some((group, version)) => (group, version),
-            None => ("", kind.api_version.as_str()),
-        };
-        let gvk = GroupVersionKind::gvk(group, version, &kind.kind);
-        let (resource, capabilities) =
-            discovery::pinned_kind(&self.client, &gvk)
-                .await
-                .map_err(|error| match error {
-                    kube::Error::Api(status) if status.code == 404 => CallError::Invalid(format!(
-                        "kind {}/{} is not served by the API server",
-                        kind.api_version, kind.kind
-                    )),
-                    other => call_error(other),
-                })?;
-        let namespaced = matches!(capabilities.scope, Scope::Namespaced);
-        self.kinds
-            .lock()
-            .insert(kind.clone(), (resource.clone(), namespaced));
-        Ok((resource, namespaced))
-    }
-
-    async fn perform(&self, call: ApiCall) -> ApiResult {
-        let target = call.target();
-        let (resource, namespaced) = self.resolve(&target.kind).await?;
-        let namespace = match (namespaced, target.namespace.as_deref()) {
-            (true, None) => {
-                return Err(CallError::Invalid(format!(
-                    "{}/{} is namespaced: give a namespace",
-                    target.kind.api_version, target.kind.kind
-                )));
-            }
-            (false, Some(namespace)) => {
-                return Err(CallError::Invalid(format!(
-                    "{}/{} is cluster-scoped: give no namespace (got `{namespace}`)",
-                    target.kind.api_version, target.kind.kind
-                )));
-            }
-            (_, namespace) => namespace,
-        };
-        let url = DynamicObject::url_path(&resource, namespace);
-        let request = kube::core::Request::new(url);
-        let built = match &call {
-            ApiCall::Apply {
-                target,
-                object,
-                force,
-                subresource,
-                field_manager,
-            } => {
-                let mut params = PatchParams::apply(field_manager);
-                params.force = *force;
-                let patch = Patch::Apply(object);
-                match subresource {
-                    Some(sub) => request.patch_subresource(sub, &target.name, &params, &patch),
-                    None => request.patch(&target.name, &params, &patch),
-                }
-            }
-            ApiCall::Patch {
-                target,
-                body,
-                subresource,
-                field_manager,
-            } => {
-                let params = PatchParams {
-                    field_manager: Some(field_manager.clone()),
-                    ..PatchParams::default()
-                };
-                let patch = match body {
-                    PatchDoc::Merge(value) => Patch::Merge(value.clone()),
-                    PatchDoc::Strategic(value) => Patch::Strategic(value.clone()),
-                    PatchDoc::Json(value) => match serde_json::from_value(value.clone()) {
-                        Ok(patch) => Patch::Json::<serde_json::Value>(patch),
-                        Err(error) => {
-                            return Err(CallError::Invalid(format!(
-                                "not a JSON patch (RFC 6902): {error}"
-                            )));
-                        }
-                    },
-                };
-                match subresource {
-                    Some(sub) => request.patch_subresource(sub, &target.name, &params, &patch),
-                    None => request.patch(&target.name, &params, &patch),
-                }
-            }
-            ApiCall::Create {
-                object,
-                field_manager,
-                ..
-            } => {
-                let params = PostParams {
-                    field_manager: Some(field_manager.clone()),
-                    ..PostParams::default()
-                };
-                request.create(&params, serde_json::to_vec(object).unwrap_or_default())
-            }
-            ApiCall::Replace {
-                target,
-                object,
-                field_manager,
-            } => {
-                let params = PostParams {
-                    field_manager: Some(field_manager.clone()),
-                    ..PostParams::default()
-                };
-                request.replace(
-                    &target.name,
-                    &params,
-                    serde_json::to_vec(object).unwrap_or_default(),
-                )
-            }
-            ApiCall::Delete { target } => request.delete(&target.name, &DeleteParams::background()),
-            ApiCall::Get { target } => request.get(&target.name, &GetParams::default()),
-        };
-        let http_request = built.map_err(|error| CallError::Invalid(error.to_string()))?;
-        match self.client.request_text(http_request).await {
-            Ok(_) if matches!(call, ApiCall::Delete { .. }) => Ok(None),
-            Ok(text) => Ok(Some(text)),
-            Err(kube::Error::Api(status))
-                if status.code == 404 && matches!(call, ApiCall::Get { .. }) =>
-            {
-                Ok(None)
-            }
-            Err(error) => Err(call_error(error)),
-        }
-    }
-}
-
-impl ApiBackend for KubeApi {
-    fn call(&self, call: ApiCall) -> ApiFuture<'_> {
-        Box::pin(self.perform(call))
-    }
-}
-
-/// A kube error as the guest sees it: the API server's status, or "unavailable".
-fn call_error(error: kube::Error) -> CallError {
-    match error {
-        kube::Error::Api(status) => CallError::Api(ApiStatus {
-            code: status.code,
-            reason: status.reason.clone(),
-            message: status.message.clone(),
-        }),
-        other => {
-            let mut message = other.to_string();
-            let mut source = std::error::Error::source(&other);
-            while let Some(cause) = source {
-                message = format!("{message}: {cause}");
-                source = cause.source();
-            }
-            CallError::Unavailable(message)
-        }
-    }
-}
-
 /// Records every call (and every call the grants refused) and answers from fixtures instead of
 /// an API server: for running a reconcile locally. Apply, patch, create and replace answer with the object sent (patches:
 /// the target's fixture, if any, or `{}`); get answers with the fixture; delete succeeds.
@@ -388,3 +206,30 @@ impl ApiBackend for Recorder {
 
 /// Shared handle to a backend.
 pub type SharedApi = Arc<dyn ApiBackend>;
+
+/// Gives each plugin the backend its calls go to (the API server through a client of the
+/// plugin's own, or one shared backend such as a [`Recorder`]).
+pub trait ApiProvider: Send + Sync + 'static {
+    /// The backend for the plugin of `manifest`.
+    fn for_plugin(&self, manifest: &Manifest) -> SharedApi;
+}
+
+/// One backend shared by every plugin.
+impl ApiProvider for SharedApi {
+    fn for_plugin(&self, _manifest: &Manifest) -> SharedApi {
+        Arc::clone(self)
+    }
+}
+
+/// A backend that answers every call `unavailable` with one message: for a plugin whose
+/// client could not be built.
+#[derive(Debug)]
+pub struct Unavailable(pub String);
+
+impl ApiBackend for Unavailable {
+    fn call(&self, _call: ApiCall) -> ApiFuture<'_> {
+        Box::pin(std::future::ready(Err(CallError::Unavailable(
+            self.0.clone(),
+        ))))
+    }
+}

@@ -4,7 +4,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use prometheus_client::metrics::counter::Counter;
+
 use super::api::SharedApi;
+use super::guest_log::{DroppedCounters, GuestLog};
 use super::manifest::Manifest;
 use crate::informer::Store;
 use crate::runtime::KindRef;
@@ -19,6 +22,10 @@ pub struct PluginContext {
     pub caches: HashMap<KindRef, Arc<Store>>,
     /// Where its `client` and `events` calls go.
     pub api: SharedApi,
+    /// Its guest text's rate limit and dropped counters.
+    pub log: Arc<GuestLog>,
+    /// Counts `requeue-after` answers raised to `limits.minRequeueAfter`.
+    pub hot_requeues: Counter,
 }
 
 impl std::fmt::Debug for PluginContext {
@@ -31,18 +38,31 @@ impl std::fmt::Debug for PluginContext {
 }
 
 impl PluginContext {
-    /// A context for `manifest` with these caches and API backend.
+    /// A context for `manifest` with these caches and API backend; dropped guest text is
+    /// counted but not exported (see [`with_counters`](Self::with_counters)).
     #[must_use]
     pub fn new(
         manifest: Arc<Manifest>,
         caches: HashMap<KindRef, Arc<Store>>,
         api: SharedApi,
     ) -> Self {
+        let name: Arc<str> = manifest.name.as_str().into();
         Self {
-            name: manifest.name.as_str().into(),
+            log: Arc::new(GuestLog::new(Arc::clone(&name), DroppedCounters::default())),
+            name,
             manifest,
             caches,
             api,
+            hot_requeues: Counter::default(),
         }
+    }
+
+    /// Counts the plugin's dropped guest text in `dropped` and its raised `requeue-after`
+    /// answers in `hot_requeues` (its metrics).
+    #[must_use]
+    pub fn with_counters(mut self, dropped: DroppedCounters, hot_requeues: Counter) -> Self {
+        self.log = Arc::new(GuestLog::new(Arc::clone(&self.name), dropped));
+        self.hot_requeues = hot_requeues;
+        self
     }
 }

@@ -18,6 +18,7 @@ use wasmtime::{Store, UpdateDeadline};
 
 use super::bindings::{self, Kind};
 use super::context::PluginContext;
+use super::guest_log::{MAX_ERROR, guest_text};
 use super::manifest::InstanceReuse;
 use super::module::Module;
 use super::state::{GuestState, MemoryLimitExceeded};
@@ -33,7 +34,8 @@ struct DeadlineExceeded;
 /// How a call into a guest failed.
 #[derive(Debug, thiserror::Error)]
 pub enum GuestFailure {
-    /// The guest returned `err`.
+    /// The guest returned `err`; its message cut at [`MAX_ERROR`] bytes, control characters
+    /// escaped.
     #[error("the guest returned an error: {0}")]
     Returned(String),
     /// The guest trapped (a panic, an `unreachable`, an out-of-bounds access, ...).
@@ -155,6 +157,7 @@ pub(crate) async fn reconcile(
         None => instantiate(module, plugin, deadline).await?,
     };
     warm.store.data_mut().deadline = deadline;
+    warm.store.data().begin_call();
     warm.store.set_epoch_deadline(1);
     let call = warm.reconcile.call_async(&mut warm.store, (request,));
     let outcome = tokio::time::timeout_at((deadline + DEADLINE_GRACE).into(), call).await;
@@ -164,7 +167,10 @@ pub(crate) async fn reconcile(
         Err(_elapsed) => Err(GuestFailure::Deadline(limits.deadline)),
         Ok(Err(error)) => Err(classify(error, limits.deadline, limits.memory)),
         Ok(Ok((Ok(action),))) => Ok(action),
-        Ok(Ok((Err(error),))) => Err(GuestFailure::Returned(error.message)),
+        Ok(Ok((Err(error),))) => Err(GuestFailure::Returned(guest_text(
+            &error.message,
+            MAX_ERROR,
+        ))),
     };
     if let Some(pool) = pool {
         let healthy = matches!(result, Ok(_) | Err(GuestFailure::Returned(_)));

@@ -17,6 +17,8 @@
 //! concurrency: 2                # 1..=64, default 1
 //! rateLimiter: {baseDelay: 5ms, maxDelay: 1000s, qps: 10, burst: 100}   # client-go defaults
 //! limits: {deadline: 10s, memory: 64Mi}                 # per call; 1ms..=10m, 1Mi..=4Gi
+//!   # also minRequeueAfter: 100ms (10ms..=1h): shorter requeue-after answers are raised to it
+//! apiRateLimit: {qps: 5, burst: 10}  # the plugin's own API budget; default and ceiling: the host's
 //! instanceReuse: {maxCalls: 1000, maxMemory: 32Mi}      # absent: a fresh instance per call
 //! env: {LOG_FORMAT: json}
 //! grants:                       # what the `client` import may do; default: nothing
@@ -69,8 +71,10 @@ pub struct Manifest {
     pub concurrency: usize,
     /// Per-key backoff and the overall rate of reconciles.
     pub rate_limiter: RateLimiterSettings,
-    /// Per-call deadline and memory cap.
+    /// Per-call deadline and memory cap, shortest requeue-after.
     pub limits: Limits,
+    /// The plugin's own API request budget; `None` for the host's default.
+    pub api_rate_limit: Option<ApiRateLimit>,
     /// Keep instances between calls; `None` for a fresh instance per call.
     pub instance_reuse: Option<InstanceReuse>,
     /// Environment variables the guest may read through WASI, sorted by name.
@@ -91,6 +95,9 @@ pub struct Limits {
     pub deadline: Duration,
     /// Cap of the guest's linear memory in bytes (default 64Mi).
     pub memory: u64,
+    /// The shortest `requeue-after` honoured (default 100ms, at least 10ms): a shorter answer
+    /// is raised to it, so a key cannot requeue itself in a hot loop.
+    pub min_requeue_after: Duration,
 }
 
 impl Default for Limits {
@@ -98,8 +105,20 @@ impl Default for Limits {
         Self {
             deadline: Duration::from_secs(10),
             memory: 64 * MI,
+            min_requeue_after: Duration::from_millis(100),
         }
     }
+}
+
+/// `apiRateLimit:`: the plugin's own token bucket for its `client` and `events` calls, so that
+/// one plugin cannot spend another's share of the API server. The host's configuration gives
+/// the default and the ceiling.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ApiRateLimit {
+    /// Requests per second, on average.
+    pub qps: f64,
+    /// Requests at once.
+    pub burst: u32,
 }
 
 /// `instanceReuse:`: when a kept instance is replaced by a fresh one.
@@ -471,6 +490,7 @@ struct RawManifest {
     concurrency: Option<i64>,
     rate_limiter: Option<RawRateLimiter>,
     limits: Option<RawLimits>,
+    api_rate_limit: Option<RawApiRateLimit>,
     instance_reuse: Option<RawInstanceReuse>,
     env: Option<Env>,
     grants: Option<Vec<RawGrant>>,
@@ -496,10 +516,19 @@ struct RawRateLimiter {
 
 #[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-#[serde(expecting = "a mapping of `deadline` and `memory`")]
+#[serde(expecting = "a mapping of `deadline`, `memory` and `minRequeueAfter`")]
 struct RawLimits {
     deadline: Option<String>,
     memory: Option<String>,
+    min_requeue_after: Option<String>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+#[serde(expecting = "a mapping of `qps` and `burst`")]
+struct RawApiRateLimit {
+    qps: Option<f64>,
+    burst: Option<i64>,
 }
 
 #[derive(Default, Deserialize)]
@@ -777,6 +806,17 @@ impl RawManifest {
                 (MI, 4 * GI),
                 "a memory limit is between 1Mi and 4Gi",
             )?,
+            min_requeue_after: duration_in(
+                "limits.minRequeueAfter",
+                raw.min_requeue_after.as_deref(),
+                default.min_requeue_after,
+                (Duration::from_millis(10), Duration::from_secs(3600)),
+                "the shortest requeue-after is between 10ms and 1h (default 100ms)",
+            )?,
+        };
+        let api_rate_limit = match self.api_rate_limit {
+            Some(raw) => Some(validate_api_rate_limit(raw)?),
+            None => None,
         };
         let instance_reuse = match self.instance_reuse {
             Some(raw) => Some(InstanceReuse {
@@ -832,6 +872,7 @@ impl RawManifest {
             concurrency,
             rate_limiter,
             limits,
+            api_rate_limit,
             instance_reuse,
             env,
             grants,
@@ -875,6 +916,29 @@ fn validate_rate_limiter(raw: RawRateLimiter) -> Result<RateLimiterSettings, Pro
         qps,
         burst,
     })
+}
+
+fn validate_api_rate_limit(raw: RawApiRateLimit) -> Result<ApiRateLimit, Problem> {
+    let Some(qps) = raw.qps else {
+        return Err(problem(
+            "apiRateLimit.qps",
+            "missing; write the plugin's API requests per second, e.g. `qps: 5`",
+        ));
+    };
+    if !(qps.is_finite() && qps > 0.0) {
+        return Err(problem(
+            "apiRateLimit.qps",
+            format!("`{qps}` is not a positive rate; write requests per second, e.g. 5"),
+        ));
+    }
+    let burst = integer_in(
+        "apiRateLimit.burst",
+        raw.burst,
+        (qps.ceil() as u32).max(1),
+        u32::MAX.into(),
+        "burst must be at least 1 (default: qps, rounded up)",
+    )?;
+    Ok(ApiRateLimit { qps, burst })
 }
 
 fn validate_grant(field: &str, raw: &RawGrant) -> Result<Grant, Problem> {
@@ -964,6 +1028,10 @@ rateLimiter:
 limits:
   deadline: 10s
   memory: 64Mi
+  minRequeueAfter: 100ms
+apiRateLimit:
+  qps: 20
+  burst: 40
 instanceReuse:
   maxCalls: 1000
   maxMemory: 32Mi
@@ -1009,6 +1077,11 @@ grants:
         assert_eq!(manifest.limits, Limits::default());
         assert_eq!(manifest.limits.deadline, Duration::from_secs(10));
         assert_eq!(manifest.limits.memory, 64 << 20);
+        assert_eq!(
+            manifest.limits.min_requeue_after,
+            Duration::from_millis(100)
+        );
+        assert_eq!(manifest.api_rate_limit, None);
         assert_eq!(manifest.instance_reuse, None);
         assert!(manifest.env.is_empty() && manifest.grants.is_empty());
     }
@@ -1028,6 +1101,13 @@ grants:
         assert_eq!(manifest.concurrency, 2);
         assert_eq!(manifest.rate_limiter, RateLimiterSettings::default());
         assert_eq!(manifest.limits, Limits::default());
+        assert_eq!(
+            manifest.api_rate_limit,
+            Some(ApiRateLimit {
+                qps: 20.0,
+                burst: 40
+            })
+        );
         let reuse = manifest.instance_reuse.unwrap();
         assert_eq!((reuse.max_calls, reuse.max_memory), (1000, 32 << 20));
         assert_eq!(manifest.env, [("LOG_FORMAT".to_owned(), "json".to_owned())]);
@@ -1121,6 +1201,11 @@ grants:
             limits: {memory: 64MB} | limits.memory | `64MB` is not a memory size; write it like 64Mi
             limits: {memory: 5Gi} | limits.memory | `5Gi` is out of range; a memory limit is between 1Mi and 4Gi
             limits: {memory: 1000} | limits.memory | `1000` is out of range
+            limits: {minRequeueAfter: 0s} | limits.minRequeueAfter | `0s` is out of range; the shortest requeue-after is between 10ms and 1h
+            limits: {minRequeueAfter: 2h} | limits.minRequeueAfter | `2h` is out of range
+            apiRateLimit: {burst: 3} | apiRateLimit.qps | missing; write the plugin's API requests per second
+            apiRateLimit: {qps: 0} | apiRateLimit.qps | `0` is not a positive rate
+            apiRateLimit: {qps: 5, burst: 0} | apiRateLimit.burst | `0` is out of range; burst must be at least 1
             instanceReuse: {maxCalls: 0} | instanceReuse.maxCalls | `0` is out of range
             instanceReuse: {maxMemory: 128Mi} | instanceReuse.maxMemory | at most limits.memory (67108864 bytes)
             env: {LOG-FORMAT: json} | env.LOG-FORMAT | `LOG-FORMAT` is not an environment variable name
@@ -1202,7 +1287,10 @@ grants:
             .unwrap_err()
             .to_string();
         assert!(
-            error.contains("limits: unknown field `memry`, expected `deadline` or `memory`"),
+            error.contains(
+                "limits: unknown field `memry`, expected one of `deadline`, `memory`, \
+                 `minRequeueAfter`"
+            ),
             "{error}"
         );
         let error = parse(&format!(

@@ -221,11 +221,15 @@ impl Plugin {
     }
 }
 
+/// How often, at most, a plugin is warned about requeue-after answers below its minimum.
+pub const HOT_REQUEUE_WARN_EVERY: Duration = Duration::from_secs(10);
+
 /// The controller's view of a plugin.
 #[derive(Clone, Debug)]
 pub struct PluginReconciler {
     plugin: Arc<Plugin>,
     kind: Kind,
+    last_hot_warning: Arc<parking_lot::Mutex<Option<std::time::Instant>>>,
 }
 
 impl PluginReconciler {
@@ -237,7 +241,28 @@ impl PluginReconciler {
             api_version: for_kind.api_version.clone(),
             kind: for_kind.kind.clone(),
         };
-        Self { plugin, kind }
+        Self {
+            plugin,
+            kind,
+            last_hot_warning: Arc::default(),
+        }
+    }
+
+    /// Warns (at most every [`HOT_REQUEUE_WARN_EVERY`]) that a key asked to be requeued sooner
+    /// than the plugin's minimum.
+    fn warn_hot_requeue(&self, key: &crate::controller::ObjectKey, asked: Duration, min: Duration) {
+        let now = std::time::Instant::now();
+        {
+            let mut last = self.last_hot_warning.lock();
+            if last.is_some_and(|at| now.duration_since(at) < HOT_REQUEUE_WARN_EVERY) {
+                return;
+            }
+            *last = Some(now);
+        }
+        tracing::warn!(plugin = %self.plugin.context.name, %key, ?asked, minimum = ?min,
+            "requeue-after below the plugin's minimum, raised to it: a key that requeues itself \
+             this fast is a hot loop (see reconcile_host_plugin_hot_requeues_total; the minimum \
+             is limits.minRequeueAfter)");
     }
 }
 
@@ -261,7 +286,14 @@ impl Reconciler for PluginReconciler {
             bindings::Action::Done => Action::Done,
             bindings::Action::Requeue => Action::Requeue,
             bindings::Action::RequeueAfter(ms) => {
-                Action::RequeueAfter(Duration::from_millis(u64::from(ms)))
+                let asked = Duration::from_millis(u64::from(ms));
+                let context = &self.plugin.context;
+                let minimum = context.manifest.limits.min_requeue_after;
+                if asked < minimum {
+                    context.hot_requeues.inc();
+                    self.warn_hot_requeue(&request.key, asked, minimum);
+                }
+                Action::RequeueAfter(asked.max(minimum))
             }
         })
     }

@@ -9,7 +9,8 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::context::PluginContext;
-use super::stdio::{LogStream, Stream};
+use super::guest_log::{CallLog, Source};
+use super::stdio::LogStream;
 
 /// The most table elements a guest may grow a table to.
 const MAX_TABLE_ELEMENTS: usize = 1 << 20;
@@ -83,8 +84,8 @@ pub struct GuestState {
     pub(crate) plugin: Arc<PluginContext>,
     /// When the current call must end.
     pub(crate) deadline: Instant,
-    stdout: LogStream,
-    stderr: LogStream,
+    /// The call's guest text: stdout, stderr and the `log` import.
+    pub(crate) call_log: Arc<parking_lot::Mutex<CallLog>>,
 }
 
 impl GuestState {
@@ -93,10 +94,12 @@ impl GuestState {
     /// [`super::engine::WITHHELD_WASI`].)
     #[must_use]
     pub fn new(plugin: Arc<PluginContext>) -> Self {
-        let stdout = LogStream::new(Arc::clone(&plugin.name), Stream::Stdout);
-        let stderr = LogStream::new(Arc::clone(&plugin.name), Stream::Stderr);
+        let call_log = Arc::new(parking_lot::Mutex::new(CallLog::new(Arc::clone(
+            &plugin.log,
+        ))));
         let mut wasi = WasiCtxBuilder::new();
-        wasi.stdout(stdout.clone()).stderr(stderr.clone());
+        wasi.stdout(LogStream::new(Arc::clone(&call_log), Source::Stdout))
+            .stderr(LogStream::new(Arc::clone(&call_log), Source::Stderr));
         for (name, value) in &plugin.manifest.env {
             wasi.env(name, value);
         }
@@ -108,16 +111,19 @@ impl GuestState {
             ),
             plugin,
             deadline: Instant::now(),
-            stdout,
-            stderr,
+            call_log,
         }
+    }
+
+    /// Starts a call: a fresh budget of guest text.
+    pub fn begin_call(&self) {
+        self.call_log.lock().begin();
     }
 
     /// Logs the unterminated last lines of stdout and stderr (complete lines are logged as
     /// they are written).
     pub fn flush_stdio(&self) {
-        self.stdout.flush_partial();
-        self.stderr.flush_partial();
+        self.call_log.lock().flush();
     }
 }
 

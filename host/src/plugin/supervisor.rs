@@ -33,7 +33,7 @@ use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::api::SharedApi;
+use super::api::ApiProvider;
 use super::context::PluginContext;
 use super::loader::{cache_scopes, controller_spec, manifest_paths};
 use super::manifest::{Manifest, ManifestError};
@@ -105,7 +105,7 @@ struct Running {
 pub struct Plugins {
     runtime: Runtime,
     loader: ModuleLoader,
-    api: SharedApi,
+    apis: Arc<dyn ApiProvider>,
     sources: Vec<PathBuf>,
     running: tokio::sync::Mutex<BTreeMap<String, Running>>,
 }
@@ -120,18 +120,19 @@ impl std::fmt::Debug for Plugins {
 
 impl Plugins {
     /// Plugins from `sources` (manifest files, or directories of `<name>/plugin.yaml`), run in
-    /// `runtime`, compiled by `loader`, calling the API through `api`.
+    /// `runtime`, compiled by `loader`, each calling the API through the backend `apis` gives
+    /// it.
     #[must_use]
     pub fn new(
         runtime: Runtime,
         loader: ModuleLoader,
-        api: SharedApi,
+        apis: impl ApiProvider,
         sources: Vec<PathBuf>,
     ) -> Self {
         Self {
             runtime,
             loader,
-            api,
+            apis: Arc::new(apis),
             sources,
             running: tokio::sync::Mutex::default(),
         }
@@ -564,11 +565,13 @@ impl Plugins {
                 }
             })
         };
-        let context = Arc::new(PluginContext::new(
-            Arc::new(manifest),
-            caches,
-            Arc::clone(&self.api),
-        ));
+        let api = self.apis.for_plugin(&manifest);
+        let context = Arc::new(
+            PluginContext::new(Arc::new(manifest), caches, api).with_counters(
+                telemetry.metrics().plugin_log_dropped(&name),
+                telemetry.metrics().plugin_hot_requeues(&name),
+            ),
+        );
         let plugin =
             Arc::new(Plugin::new(context, module, Some(failures)).with_rollback_hook(hook));
         let queue = match self

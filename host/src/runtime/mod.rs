@@ -129,6 +129,8 @@ pub struct Runtime {
 
 struct Inner {
     client: kube::Client,
+    /// The elector's own client, so Lease renewals never wait behind other traffic.
+    election_client: std::sync::OnceLock<kube::Client>,
     registry: InformerRegistry,
     controllers: Controllers,
     settings: RuntimeSettings,
@@ -164,12 +166,20 @@ impl Runtime {
             inner: Arc::new(Inner {
                 registry: InformerRegistry::new(client.clone()),
                 client,
+                election_client: std::sync::OnceLock::new(),
                 controllers: Controllers::default(),
                 settings,
                 leadership: watch::Sender::new(false),
                 telemetry,
             }),
         }
+    }
+
+    /// Makes leader election use `client` (its own rate limit and connections) instead of the
+    /// runtime's: Lease renewals then never queue behind informer or plugin requests. Call it
+    /// before [`run`](Self::run); a second call is ignored.
+    pub fn use_election_client(&self, client: kube::Client) {
+        let _ = self.inner.election_client.set(client);
     }
 
     /// The metrics registry and health checks this runtime reports to.
@@ -355,7 +365,11 @@ impl Runtime {
             return Ok(());
         };
         let lock = KubeLease::new(
-            self.inner.client.clone(),
+            self.inner
+                .election_client
+                .get()
+                .unwrap_or(&self.inner.client)
+                .clone(),
             &election.lease_namespace,
             &election.lease_name,
         );

@@ -67,6 +67,9 @@ struct Families {
     leader: Family<OneLabel, Gauge>,
     plugin_failures: Family<ResultLabels, Counter>,
     plugin_reloads: Family<ResultLabels, Counter>,
+    plugin_log_dropped_lines: Family<OneLabel, Counter>,
+    plugin_log_dropped_bytes: Family<OneLabel, Counter>,
+    plugin_hot_requeues: Family<OneLabel, Counter>,
 }
 
 impl Families {
@@ -89,6 +92,9 @@ impl Families {
             leader: Family::default(),
             plugin_failures: Family::default(),
             plugin_reloads: Family::default(),
+            plugin_log_dropped_lines: Family::default(),
+            plugin_log_dropped_bytes: Family::default(),
+            plugin_hot_requeues: Family::default(),
         };
         let f = &families;
         registry.register(
@@ -169,6 +175,22 @@ impl Families {
             "Plugin loads and reloads (new, changed or removed module or manifest), by result: \
              success, or failure (the previous version keeps serving)",
             f.plugin_reloads.clone(),
+        );
+        registry.register(
+            "reconcile_host_plugin_log_dropped_lines",
+            "Lines of guest output (stdout, stderr, the log import) dropped per plugin: over the \
+             plugin's line rate, or past a call's byte budget",
+            f.plugin_log_dropped_lines.clone(),
+        );
+        registry.register(
+            "reconcile_host_plugin_log_dropped_bytes",
+            "Bytes of guest output dropped per plugin",
+            f.plugin_log_dropped_bytes.clone(),
+        );
+        registry.register(
+            "reconcile_host_plugin_hot_requeues",
+            "requeue-after answers shorter than the plugin's minimum, raised to it",
+            f.plugin_hot_requeues.clone(),
         );
         families
     }
@@ -295,6 +317,28 @@ impl Metrics {
                 })
                 .collect(),
         }
+    }
+
+    /// The counters of guest output plugin `name` dropped
+    /// (`reconcile_host_plugin_log_dropped_{lines,bytes}_total{plugin}`), starting at zero.
+    #[must_use]
+    pub fn plugin_log_dropped(&self, name: &str) -> crate::plugin::guest_log::DroppedCounters {
+        let f = &self.inner.families;
+        let plugin = label("plugin", name);
+        crate::plugin::guest_log::DroppedCounters {
+            lines: f.plugin_log_dropped_lines.get_or_create_owned(&plugin),
+            bytes: f.plugin_log_dropped_bytes.get_or_create_owned(&plugin),
+        }
+    }
+
+    /// `reconcile_host_plugin_hot_requeues_total{plugin}`: counts requeue-after answers of
+    /// plugin `name` raised to its minimum; starts at zero.
+    #[must_use]
+    pub fn plugin_hot_requeues(&self, name: &str) -> Counter {
+        self.inner
+            .families
+            .plugin_hot_requeues
+            .get_or_create_owned(&label("plugin", name))
     }
 
     /// `plugin_reloads_total{plugin="<name>",result}`: counts one (re)load of `plugin` with

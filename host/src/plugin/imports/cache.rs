@@ -2,6 +2,7 @@
 
 use super::super::bindings::kube::reconcile::cache::Host;
 use super::super::bindings::{CallError, Kind};
+use super::super::reference;
 use super::super::selector::LabelSelector;
 use super::super::state::GuestState;
 use super::kind_ref;
@@ -11,6 +12,7 @@ use crate::informer::Store;
 impl GuestState {
     fn cache_of(&self, kind: &Kind) -> Result<&Store, CallError> {
         let kind = kind_ref(kind);
+        reference::check_kind(&kind)?;
         self.plugin.caches.get(&kind).map(|store| &**store).ok_or_else(|| {
             CallError::Denied(format!(
                 "plugin `{}` does not cache {kind}; list it under `cache:` (or `for`/`owns`) in \
@@ -29,6 +31,8 @@ impl Host for GuestState {
         name: String,
     ) -> Result<Option<String>, CallError> {
         let store = self.cache_of(&kind)?;
+        reference::check_namespace(namespace.as_deref())?;
+        reference::check_name(&kind_ref(&kind), &name)?;
         let key = match &namespace {
             Some(namespace) => ObjectKey::namespaced(namespace, &name),
             None => ObjectKey::cluster(&name),
@@ -50,6 +54,7 @@ impl Host for GuestState {
             None => None,
         };
         let store = self.cache_of(&kind)?;
+        reference::check_namespace(namespace.as_deref())?;
         let mut objects: Vec<_> = store
             .list()
             .into_iter()

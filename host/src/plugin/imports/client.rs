@@ -6,6 +6,7 @@ use super::super::api::{ApiCall, ApiResult, PatchDoc, Target};
 use super::super::bindings::kube::reconcile::client::{Host, PatchBody};
 use super::super::bindings::{CallError, ObjectRef};
 use super::super::manifest::Verb;
+use super::super::reference;
 use super::super::state::GuestState;
 use super::{parse_object, target, target_of};
 
@@ -19,14 +20,16 @@ impl GuestState {
     ) -> impl Future<Output = ApiResult> + Send + 'static {
         let plugin = Arc::clone(&self.plugin);
         let target = call.target();
-        let checked = plugin
-            .manifest
-            .allows(&target.kind, verb, target.namespace.as_deref(), subresource)
-            .map_err(|denied| {
-                let message = denied.to_string();
-                plugin.api.refused(&call, &message);
-                CallError::Denied(message)
-            });
+        let checked = checked_reference(&call, subresource).and_then(|()| {
+            plugin
+                .manifest
+                .allows(&target.kind, verb, target.namespace.as_deref(), subresource)
+                .map_err(|denied| {
+                    let message = denied.to_string();
+                    plugin.api.refused(&call, &message);
+                    CallError::Denied(message)
+                })
+        });
         async move {
             checked?;
             plugin.api.call(call).await
@@ -36,6 +39,18 @@ impl GuestState {
     fn field_manager(&self) -> String {
         self.plugin.name.to_string()
     }
+}
+
+/// The call's reference checked by the rules of [`reference`]; only a create may leave the name
+/// empty (the API server then generates one from `metadata.generateName`).
+fn checked_reference(call: &ApiCall, subresource: Option<&str>) -> Result<(), CallError> {
+    let target = call.target();
+    reference::check_kind(&target.kind)?;
+    reference::check_namespace(target.namespace.as_deref())?;
+    if !(target.name.is_empty() && matches!(call, ApiCall::Create { .. })) {
+        reference::check_name(&target.kind, &target.name)?;
+    }
+    reference::check_subresource(subresource)
 }
 
 fn stored(result: ApiResult) -> Result<String, CallError> {

@@ -5,8 +5,54 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use super::super::api::{ApiCall, Target};
 use super::super::bindings::kube::reconcile::events::{EventType, Host};
 use super::super::bindings::{CallError, ObjectRef};
+use super::super::manifest::Verb;
+use super::super::reference;
 use super::super::state::GuestState;
+use super::kind_ref;
 use crate::runtime::KindRef;
+
+/// The kind Events are written as.
+fn event_kind() -> KindRef {
+    KindRef::new("events.k8s.io/v1", "Event")
+}
+
+impl GuestState {
+    /// Whether the plugin may record an Event (in `event_namespace`) about an object of `kind`
+    /// in `namespace`: the object is one it reads (`for`, `owns`, `cache`, within the
+    /// manifest's `namespace`) or one a grant names in that namespace; or a grant of its own
+    /// allows creating Events there.
+    fn may_report_on(
+        &self,
+        kind: &KindRef,
+        namespace: Option<&str>,
+        event_namespace: &str,
+    ) -> Result<(), CallError> {
+        let manifest = &self.plugin.manifest;
+        let in_scope = manifest.namespace.is_none() || manifest.namespace.as_deref() == namespace;
+        let reads = manifest.reads(kind) && in_scope;
+        let granted = || {
+            Verb::ALL
+                .into_iter()
+                .any(|verb| manifest.allows(kind, verb, namespace, None).is_ok())
+        };
+        let own_grant = || {
+            manifest
+                .allows(&event_kind(), Verb::Create, Some(event_namespace), None)
+                .is_ok()
+        };
+        if reads || granted() || own_grant() {
+            return Ok(());
+        }
+        let place = namespace.map_or_else(
+            || "cluster-wide".to_owned(),
+            |namespace| format!("in namespace `{namespace}`"),
+        );
+        Err(CallError::Denied(format!(
+            "plugin `{}` may record Events only about objects it reads (`for`, `owns`, `cache`)              or holds a grant for; {kind} {place} is neither. List the kind in its manifest, or              grant `create` on events.k8s.io/v1 Event in namespace `{event_namespace}`",
+            self.plugin.name
+        )))
+    }
+}
 
 /// The longest note kept (the API server's limit is 1 KB).
 const MAX_NOTE: usize = 1024;
@@ -19,10 +65,13 @@ impl Host for GuestState {
         reason: String,
         note: String,
     ) -> Result<(), CallError> {
+        let kind = kind_ref(&regarding.kind);
+        reference::check(&kind, regarding.namespace.as_deref(), &regarding.name, None)?;
         let namespace = regarding
             .namespace
             .clone()
             .unwrap_or_else(|| "default".to_owned());
+        self.may_report_on(&kind, regarding.namespace.as_deref(), &namespace)?;
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
@@ -55,7 +104,7 @@ impl Host for GuestState {
         });
         let call = ApiCall::Create {
             target: Target {
-                kind: KindRef::new("events.k8s.io/v1", "Event"),
+                kind: event_kind(),
                 namespace: Some(namespace),
                 name,
             },
