@@ -18,6 +18,7 @@ pub struct Config {
     pub(crate) bookmark_interval: Duration,
     pub(crate) default_namespaces: Vec<String>,
     pub(crate) token: Option<String>,
+    pub(crate) record_requests: bool,
 }
 
 impl Default for Config {
@@ -36,6 +37,7 @@ impl Default for Config {
                 "kube-node-lease".into(),
             ],
             token: None,
+            record_requests: false,
         }
     }
 }
@@ -61,6 +63,15 @@ impl Config {
     #[must_use]
     pub fn require_token(mut self, token: impl Into<String>) -> Self {
         self.token = Some(token.into());
+        self
+    }
+
+    /// Keep every request received (method, path and query as sent) for
+    /// [`ApiServer::requests`](crate::ApiServer::requests): for tests that assert what reached
+    /// the server. Default: off (the log grows without bound).
+    #[must_use]
+    pub fn record_requests(mut self, record: bool) -> Self {
+        self.record_requests = record;
         self
     }
 

@@ -20,4 +20,4 @@ mod util;
 pub use config::Config;
 pub use error::{ApiError, ClientError, StartError, WriteError};
 pub use faults::{FailRule, Failure, Faults, Verb};
-pub use server::ApiServer;
+pub use server::{ApiServer, RecordedRequest};

@@ -50,8 +50,20 @@ pub struct ApiServer {
     https_addr: Option<SocketAddr>,
     ca_pem: String,
     token: Option<String>,
+    requests: Option<Arc<std::sync::Mutex<Vec<RecordedRequest>>>>,
     cancel: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
+}
+
+/// One request as the server received it (see [`Config::record_requests`](crate::Config::record_requests)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordedRequest {
+    /// The HTTP method: `GET`, `PATCH`, ...
+    pub method: String,
+    /// The path exactly as sent, percent-encoding and all.
+    pub path: String,
+    /// The query string as sent, if any.
+    pub query: Option<String>,
 }
 
 impl ApiServer {
@@ -88,10 +100,12 @@ impl ApiServer {
                 .expect("creating a default namespace in an empty store succeeds");
         }
         let cancel = CancellationToken::new();
+        let requests = config.record_requests.then(Arc::default);
         let app = Arc::new(App {
             cluster: cluster.clone(),
             shutdown: cancel.clone(),
             token: config.token.clone(),
+            requests: requests.clone(),
         });
         let certs = tls::generate()?;
         let mut tasks = vec![tokio::spawn(gc::run(
@@ -131,6 +145,7 @@ impl ApiServer {
             https_addr,
             ca_pem: certs.ca_pem,
             token: config.token,
+            requests,
             cancel,
             tasks,
         })
@@ -207,6 +222,15 @@ impl ApiServer {
         config.default_namespace = "default".into();
         config.auth_info.token = self.token.clone().map(Into::into);
         kube::Client::try_from(config).map_err(|source| ClientError { url, source })
+    }
+
+    /// Every request received so far, in order, if the server records them
+    /// ([`Config::record_requests`](crate::Config::record_requests)); empty otherwise.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.requests
+            .as_ref()
+            .map(|requests| requests.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone())
+            .unwrap_or_default()
     }
 
     /// The fault-injection handle.

@@ -33,6 +33,8 @@ pub(crate) struct App {
     pub shutdown: CancellationToken,
     /// The bearer token every request must carry, if any.
     pub token: Option<String>,
+    /// Every request received, when the server was configured to record them.
+    pub requests: Option<Arc<std::sync::Mutex<Vec<crate::RecordedRequest>>>>,
 }
 
 /// The router serving the whole API.
@@ -94,6 +96,13 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     }
     let method = req.method().clone();
     let path = req.uri().path().to_string();
+    if let Some(requests) = &app.requests {
+        requests.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(crate::RecordedRequest {
+            method: method.to_string(),
+            path: path.clone(),
+            query: req.uri().query().map(str::to_owned),
+        });
+    }
     let query: Query = req
         .uri()
         .query()

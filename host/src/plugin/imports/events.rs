@@ -18,9 +18,9 @@ fn event_kind() -> KindRef {
 
 impl GuestState {
     /// Whether the plugin may record an Event (in `event_namespace`) about an object of `kind`
-    /// in `namespace`: the object is one it reads (`for`, `owns`, `cache`, within the
-    /// manifest's `namespace`) or one a grant names in that namespace; or a grant of its own
-    /// allows creating Events there.
+    /// in `namespace`: the object is of a kind it reads (`for`, `owns`, `cache`) in a namespace
+    /// its grants cover (without grants: its manifest's `namespace`, or any), or of a kind and
+    /// namespace a grant names; or a grant of its own allows creating Events there.
     fn may_report_on(
         &self,
         kind: &KindRef,
@@ -29,7 +29,15 @@ impl GuestState {
     ) -> Result<(), CallError> {
         let manifest = &self.plugin.manifest;
         let in_scope = manifest.namespace.is_none() || manifest.namespace.as_deref() == namespace;
-        let reads = manifest.reads(kind) && in_scope;
+        // The namespaces its grants cover (a plugin without grants: its manifest's scope).
+        let covered = in_scope
+            && (manifest.grants.is_empty()
+                || manifest.grants.iter().any(|grant| {
+                    grant.namespaces.as_ref().is_none_or(|listed| {
+                        namespace.is_some_and(|wanted| listed.iter().any(|n| n == wanted))
+                    })
+                }));
+        let reads = manifest.reads(kind) && covered;
         let granted = || {
             Verb::ALL
                 .into_iter()

@@ -6,6 +6,8 @@ mod client;
 mod events;
 mod log;
 #[cfg(test)]
+mod injection;
+#[cfg(test)]
 mod tests;
 
 use super::api::Target;
