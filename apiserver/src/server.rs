@@ -229,7 +229,12 @@ impl ApiServer {
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.requests
             .as_ref()
-            .map(|requests| requests.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone())
+            .map(|requests| {
+                requests
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone()
+            })
             .unwrap_or_default()
     }
 

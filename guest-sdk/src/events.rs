@@ -1,4 +1,6 @@
-//! Kubernetes Events about objects, as `kubectl describe` shows them. No grant is needed.
+//! Kubernetes Events about objects, as `kubectl describe` shows them: about objects of kinds the
+//! plugin reads or has grants for, in namespaces its grants cover (or with a grant to create
+//! `events.k8s.io/v1` Events).
 
 use crate::bindings::kube::reconcile::events as host;
 use crate::{Context, Error, ObjectRef};

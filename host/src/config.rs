@@ -163,7 +163,7 @@ pub struct PluginClientConfig {
     pub qps: f64,
     /// Its burst.
     pub burst: u32,
-    /// The most requests per second a manifest may ask for.
+    /// The most requests per second a manifest may ask for (at least `qps`).
     pub max_qps: f64,
     /// The largest burst a manifest may ask for.
     pub max_burst: u32,
@@ -327,16 +327,6 @@ impl HostConfig {
             return invalid(
                 "pluginClient.burst",
                 "burst and maxBurst must be at least 1".into(),
-            );
-        }
-        if plugins.qps > plugins.max_qps || plugins.burst > plugins.max_burst {
-            return invalid(
-                "pluginClient",
-                format!(
-                    "the default (qps {}, burst {}) is above the ceiling (maxQps {}, maxBurst \
-                     {}); lower the default or raise the ceiling",
-                    plugins.qps, plugins.burst, plugins.max_qps, plugins.max_burst
-                ),
             );
         }
         Ok(())

@@ -92,6 +92,8 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
     config.telemetry.address = args.metrics_address;
     config.client.qps = 50.0;
     config.client.burst = 100;
+    config.plugin_client.qps = 50.0;
+    config.plugin_client.burst = 100;
     let code = crate::cli::run(config).await;
     server.shutdown().await;
     code

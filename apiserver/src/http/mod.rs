@@ -97,11 +97,14 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     if let Some(requests) = &app.requests {
-        requests.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(crate::RecordedRequest {
-            method: method.to_string(),
-            path: path.clone(),
-            query: req.uri().query().map(str::to_owned),
-        });
+        requests
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(crate::RecordedRequest {
+                method: method.to_string(),
+                path: path.clone(),
+                query: req.uri().query().map(str::to_owned),
+            });
     }
     let query: Query = req
         .uri()

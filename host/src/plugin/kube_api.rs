@@ -37,9 +37,13 @@ impl std::fmt::Debug for KubeApis {
 
 impl KubeApis {
     /// Plugin clients for the cluster of `config`, limited to `default` unless a manifest asks
-    /// for another budget, and never above `ceiling`.
+    /// for another budget, and never above `ceiling` (raised to `default` where it is lower).
     #[must_use]
     pub fn new(config: kube::Config, default: ApiRateLimit, ceiling: ApiRateLimit) -> Self {
+        let ceiling = ApiRateLimit {
+            qps: ceiling.qps.max(default.qps),
+            burst: ceiling.burst.max(default.burst),
+        };
         Self {
             config,
             default,

@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use super::WAIT;
 
 /// Every guest crate the tests load.
-const GUESTS: [&str; 7] = [
+const GUESTS: [&str; 8] = [
     "testbed",
     "noop",
     "wrong-world",
@@ -20,6 +20,7 @@ const GUESTS: [&str; 7] = [
     "always-trap",
     "configmap-replicator",
     "website",
+    "hostile",
 ];
 
 /// The workspace root.
@@ -159,6 +160,7 @@ impl Host {
             .arg("run")
             .args(["--metrics-address", &format!("127.0.0.1:{}", free_port())])
             .args(["--qps", "500", "--burst", "1000"])
+            .args(["--plugin-qps", "500", "--plugin-burst", "1000"])
             .arg("--module-cache")
             .arg(module_cache())
             .env(

@@ -4,9 +4,9 @@
 mod cache;
 mod client;
 mod events;
-mod log;
 #[cfg(test)]
 mod injection;
+mod log;
 #[cfg(test)]
 mod tests;
 
