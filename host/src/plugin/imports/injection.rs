@@ -165,18 +165,22 @@ fn hostile_references_reach_the_api_server_only_as_the_granted_request() {
         failure_persistence: None,
         ..ProptestConfig::default()
     };
-    let state = std::cell::RefCell::new(&mut harness.state);
+    // proptest's closure is `Fn`: the state is taken out for each case and put back.
+    let state = std::cell::Cell::new(None::<&mut GuestState>);
+    state.set(Some(&mut harness.state));
     let (runtime, server) = (&harness.runtime, &harness.server);
     proptest!(config, |(namespace in hostile_text(), name in hostile_text())| {
         let seen = server.requests().len();
         // A call that never returns (a watch opened through a name) is a failure too.
+        let guest = state.take().expect("the state is back");
         let finished = runtime.block_on(async {
             tokio::time::timeout(
                 std::time::Duration::from_secs(10),
-                attack(&mut state.borrow_mut(), &namespace, &name),
+                attack(&mut *guest, &namespace, &name),
             )
             .await
         });
+        state.set(Some(guest));
         prop_assert!(finished.is_ok(), "namespace {namespace:?}, name {name:?}: a call hung");
         for request in &server.requests()[seen..] {
             prop_assert!(
