@@ -38,7 +38,8 @@ fn plugin_dir(plugins: &Path, name: &str, module: &Path, extra: &str) -> PathBuf
 fn write_manifest(dir: &Path, name: &str, extra: &str) {
     let manifest = format!(
         "name: {name}\nmodule: plugin.wasm\nfor: {{apiVersion: v1, kind: ConfigMap}}\n\
-         labelSelector: {name}=true\nlimits: {{deadline: 5s, memory: 64Mi}}\n\
+         labelSelector: {name}=true\n\
+         limits: {{deadline: 5s, memory: 64Mi, logLinesPerSecond: 100000}}\n\
          grants:\n  - {{apiVersion: v1, kind: ConfigMap, verbs: [get, create, update, patch, delete]}}\n\
          {extra}"
     );
@@ -98,7 +99,8 @@ fn stamps(log: &str) -> HashMap<String, HashSet<String>> {
         let (Some(name), Some(rv)) = (parts.next(), parts.next()) else {
             continue;
         };
-        if let Some(rv) = rv.strip_prefix("rv=") {
+        // The guest's text is the line's quoted `text` field: `text="stamp default/x rv=7"`.
+        if let Some(rv) = rv.strip_prefix("rv=").map(|rv| rv.trim_end_matches('"')) {
             stamped
                 .entry(name.to_owned())
                 .or_default()
@@ -122,6 +124,7 @@ async fn a_module_swapped_under_load_reconciles_every_object_at_its_latest_versi
         .expect("bulk load");
     let dir = scratch("swap-under-load");
     let plugins = dir.join("plugins");
+    // Every reconcile logs its stamp: the plugin may log as fast as it reconciles.
     let plugin = plugin_dir(&plugins, "load", &component("noop"), "concurrency: 2\n");
     let host = Host::start(&server, &dir, std::slice::from_ref(&plugins));
     host.wait_log(&["plugin loaded", "plugin=load"]).await;

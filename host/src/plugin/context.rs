@@ -48,7 +48,11 @@ impl PluginContext {
     ) -> Self {
         let name: Arc<str> = manifest.name.as_str().into();
         Self {
-            log: Arc::new(GuestLog::new(Arc::clone(&name), DroppedCounters::default())),
+            log: Arc::new(GuestLog::new(
+                Arc::clone(&name),
+                manifest.limits.log_lines_per_second,
+                DroppedCounters::default(),
+            )),
             name,
             manifest,
             caches,
@@ -61,7 +65,11 @@ impl PluginContext {
     /// answers in `hot_requeues` (its metrics).
     #[must_use]
     pub fn with_counters(mut self, dropped: DroppedCounters, hot_requeues: Counter) -> Self {
-        self.log = Arc::new(GuestLog::new(Arc::clone(&self.name), dropped));
+        self.log = Arc::new(GuestLog::new(
+            Arc::clone(&self.name),
+            self.manifest.limits.log_lines_per_second,
+            dropped,
+        ));
         self.hot_requeues = hot_requeues;
         self
     }

@@ -7,8 +7,9 @@
 //! - One call (one reconcile) logs at most [`MAX_CALL_BYTES`] bytes of guest text, stdout,
 //!   stderr and `log` together; the rest of the call's text is dropped unread: the work the
 //!   host does for a write is bounded by the budget, not by the size of the write.
-//! - A plugin logs at most [`LINES_PER_SECOND`] lines a second on average, [`LINE_BURST`] at
-//!   once, across all its instances; lines over the rate are dropped.
+//! - A plugin logs at most `limits.logLinesPerSecond` lines a second on average (default
+//!   [`LINES_PER_SECOND`]), [`BURST_SECONDS`] seconds' worth at once, across all its instances;
+//!   lines over the rate are dropped.
 //! - Dropped text is counted in `reconcile_host_plugin_log_dropped_lines_total{plugin}` and
 //!   `reconcile_host_plugin_log_dropped_bytes_total{plugin}`, and the host warns at most once per
 //!   [`WARN_EVERY`] per plugin with the counts since its last warning.
@@ -27,10 +28,13 @@ use prometheus_client::metrics::counter::Counter;
 pub const MAX_LINE: usize = 8 << 10;
 /// Guest text logged per call, stdout, stderr and `log` together.
 pub const MAX_CALL_BYTES: usize = 64 << 10;
-/// Average guest log lines a second per plugin.
+/// Average guest log lines a second per plugin, unless its manifest sets
+/// `limits.logLinesPerSecond`.
 pub const LINES_PER_SECOND: u32 = 100;
-/// Guest log lines a plugin may write at once.
-pub const LINE_BURST: u32 = 500;
+/// How many seconds' worth of lines a plugin may write at once.
+pub const BURST_SECONDS: u32 = 5;
+/// Guest log lines a plugin may write at once, by default.
+pub const LINE_BURST: u32 = LINES_PER_SECOND * BURST_SECONDS;
 /// The longest error text kept from a guest's `reconcile-error`.
 pub const MAX_ERROR: usize = 4 << 10;
 /// How often, at most, the host warns about a plugin's dropped text.
@@ -60,6 +64,7 @@ pub struct DroppedCounters {
 #[derive(Debug)]
 pub struct GuestLog {
     plugin: Arc<str>,
+    rate: u32,
     bucket: Mutex<Bucket>,
     counters: DroppedCounters,
     /// Dropped since the last warning: lines, bytes.
@@ -74,13 +79,16 @@ struct Bucket {
 }
 
 impl GuestLog {
-    /// The log of `plugin`, counting dropped text in `counters`.
+    /// The log of `plugin`, at most `rate` lines a second, counting dropped text in
+    /// `counters`.
     #[must_use]
-    pub fn new(plugin: Arc<str>, counters: DroppedCounters) -> Self {
+    pub fn new(plugin: Arc<str>, rate: u32, counters: DroppedCounters) -> Self {
+        let rate = rate.max(1);
         Self {
             plugin,
+            rate,
             bucket: Mutex::new(Bucket {
-                tokens: f64::from(LINE_BURST),
+                tokens: f64::from(rate.saturating_mul(BURST_SECONDS)),
                 refilled: Instant::now(),
             }),
             counters,
@@ -99,8 +107,8 @@ impl GuestLog {
     fn admit(&self, now: Instant) -> bool {
         let mut bucket = self.bucket.lock();
         let elapsed = now.saturating_duration_since(bucket.refilled).as_secs_f64();
-        bucket.tokens =
-            (bucket.tokens + elapsed * f64::from(LINES_PER_SECOND)).min(f64::from(LINE_BURST));
+        let burst = f64::from(self.rate.saturating_mul(BURST_SECONDS));
+        bucket.tokens = (bucket.tokens + elapsed * f64::from(self.rate)).min(burst);
         bucket.refilled = now;
         if bucket.tokens >= 1.0 {
             bucket.tokens -= 1.0;
@@ -154,8 +162,9 @@ impl GuestLog {
             plugin = &*self.plugin,
             dropped_lines = lines,
             dropped_bytes = bytes,
+            lines_per_second = self.rate,
             "guest output dropped: a call may log {MAX_CALL_BYTES} bytes and a plugin \
-             {LINES_PER_SECOND} lines a second ({LINE_BURST} at once); see \
+             limits.logLinesPerSecond lines a second ({BURST_SECONDS} s worth at once); see \
              reconcile_host_plugin_log_dropped_lines_total"
         );
     }
@@ -286,7 +295,11 @@ mod tests {
 
     fn call() -> (CallLog, Arc<GuestLog>, DroppedCounters) {
         let counters = DroppedCounters::default();
-        let log = Arc::new(GuestLog::new("p".into(), counters.clone()));
+        let log = Arc::new(GuestLog::new(
+            "p".into(),
+            LINES_PER_SECOND,
+            counters.clone(),
+        ));
         (CallLog::new(Arc::clone(&log)), log, counters)
     }
 

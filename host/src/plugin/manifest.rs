@@ -17,7 +17,8 @@
 //! concurrency: 2                # 1..=64, default 1
 //! rateLimiter: {baseDelay: 5ms, maxDelay: 1000s, qps: 10, burst: 100}   # client-go defaults
 //! limits: {deadline: 10s, memory: 64Mi}                 # per call; 1ms..=10m, 1Mi..=4Gi
-//!   # also minRequeueAfter: 100ms (10ms..=1h): shorter requeue-after answers are raised to it
+//!   # also minRequeueAfter: 100ms (10ms..=1h): shorter requeue-after answers are raised to it,
+//!   # and logLinesPerSecond: 100 (1..=100000; 5 s worth at once): guest log lines past it dropped
 //! apiRateLimit: {qps: 5, burst: 10}  # the plugin's own API budget; default and ceiling: the host's
 //! instanceReuse: {maxCalls: 1000, maxMemory: 32Mi}      # absent: a fresh instance per call
 //! env: {LOG_FORMAT: json}
@@ -98,6 +99,9 @@ pub struct Limits {
     /// The shortest `requeue-after` honoured (default 100ms, at least 10ms): a shorter answer
     /// is raised to it, so a key cannot requeue itself in a hot loop.
     pub min_requeue_after: Duration,
+    /// Guest log lines (stdout, stderr, `log`) a second, on average (default 100); five
+    /// seconds' worth may come at once. Lines past it are dropped and counted.
+    pub log_lines_per_second: u32,
 }
 
 impl Default for Limits {
@@ -106,6 +110,7 @@ impl Default for Limits {
             deadline: Duration::from_secs(10),
             memory: 64 * MI,
             min_requeue_after: Duration::from_millis(100),
+            log_lines_per_second: 100,
         }
     }
 }
@@ -516,11 +521,12 @@ struct RawRateLimiter {
 
 #[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-#[serde(expecting = "a mapping of `deadline`, `memory` and `minRequeueAfter`")]
+#[serde(expecting = "a mapping of `deadline`, `memory`, `minRequeueAfter` and `logLinesPerSecond`")]
 struct RawLimits {
     deadline: Option<String>,
     memory: Option<String>,
     min_requeue_after: Option<String>,
+    log_lines_per_second: Option<i64>,
 }
 
 #[derive(Default, Deserialize)]
@@ -812,6 +818,13 @@ impl RawManifest {
                 default.min_requeue_after,
                 (Duration::from_millis(10), Duration::from_secs(3600)),
                 "the shortest requeue-after is between 10ms and 1h (default 100ms)",
+            )?,
+            log_lines_per_second: integer_in(
+                "limits.logLinesPerSecond",
+                raw.log_lines_per_second,
+                default.log_lines_per_second,
+                100_000,
+                "allow 1 to 100000 guest log lines a second (default 100)",
             )?,
         };
         let api_rate_limit = match self.api_rate_limit {
@@ -1203,6 +1216,7 @@ grants:
             limits: {memory: 1000} | limits.memory | `1000` is out of range
             limits: {minRequeueAfter: 0s} | limits.minRequeueAfter | `0s` is out of range; the shortest requeue-after is between 10ms and 1h
             limits: {minRequeueAfter: 2h} | limits.minRequeueAfter | `2h` is out of range
+            limits: {logLinesPerSecond: 0} | limits.logLinesPerSecond | `0` is out of range; allow 1 to 100000 guest log lines a second
             apiRateLimit: {burst: 3} | apiRateLimit.qps | missing; write the plugin's API requests per second
             apiRateLimit: {qps: 0} | apiRateLimit.qps | `0` is not a positive rate
             apiRateLimit: {qps: 5, burst: 0} | apiRateLimit.burst | `0` is out of range; burst must be at least 1
@@ -1289,7 +1303,7 @@ grants:
         assert!(
             error.contains(
                 "limits: unknown field `memry`, expected one of `deadline`, `memory`, \
-                 `minRequeueAfter`"
+                 `minRequeueAfter`, `logLinesPerSecond`"
             ),
             "{error}"
         );

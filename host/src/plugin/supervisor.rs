@@ -497,8 +497,9 @@ impl Plugins {
         let mut keys = old.queue.pending();
         keys.extend(old.queue.waiting_keys());
         self.runtime.remove_controller(name).await;
-        // Keys added while it drained.
-        keys.extend(old.queue.pending());
+        // Keys added while it drained; taking them empties the old queue, so its depth is no
+        // longer counted in `workqueue_depth`.
+        keys.extend(old.queue.take_pending());
         for scope in &old.cache_scopes {
             self.runtime.release_informer(scope);
         }

@@ -306,6 +306,22 @@ impl<K: Key> Queue<K> {
             .collect()
     }
 
+    /// Empties the queue of its queued keys and returns them in queue order; the depth metric
+    /// drops by as many. Keys being processed are left to their `done`. For handing a retired
+    /// queue's keys to its successor: the successor counts them again when they are added to it.
+    pub fn take_pending(&self) -> Vec<K> {
+        let mut state = self.inner.lock();
+        let keys: Vec<K> = state.fifo.drain(..).collect();
+        for key in &keys {
+            state.slots.remove(key);
+        }
+        drop(state);
+        if let Some(m) = self.inner.metrics.as_ref().filter(|_| !keys.is_empty()) {
+            m.depth(-i64::try_from(keys.len()).unwrap_or(i64::MAX));
+        }
+        keys
+    }
+
     /// Number of keys handed out and not yet `done`.
     #[must_use]
     pub fn processing(&self) -> usize {
@@ -699,6 +715,27 @@ mod tests {
         fn unfinished_work(&self, total: f64, longest: f64) {
             self.0.lock().unwrap().unfinished = Some((total, longest));
         }
+    }
+
+    #[test]
+    fn taking_the_pending_keys_empties_the_queue_and_its_depth() {
+        let recorder = Arc::new(Recorder::default());
+        let q = Queue::with_metrics(Arc::clone(&recorder) as Arc<dyn QueueMetrics>);
+        for key in ["a", "b", "c"] {
+            q.add(key);
+        }
+        let taken = q.try_get().flatten();
+        assert_eq!(taken, Some("a"));
+        assert_eq!(q.take_pending(), ["b", "c"]);
+        assert_eq!(recorder.0.lock().unwrap().depth, 0);
+        assert_eq!(q.len(), 0);
+        q.done(&"a");
+        q.add("b");
+        assert_eq!(
+            recorder.0.lock().unwrap().depth,
+            1,
+            "a taken key can be added again"
+        );
     }
 
     #[tokio::test(start_paused = true)]
