@@ -316,3 +316,34 @@ async fn plugins_come_and_go_and_a_changed_manifest_rebuilds_the_controller() {
     seen(&server, "three").await;
     assert!(!host.log().contains("stamp default/late"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebuilt_plugin_leaves_no_queue_depth_behind() {
+    const OBJECTS: usize = 100;
+    let server = server().await;
+    server
+        .bulk_load((0..OBJECTS).map(|i| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": format!("slow-{i:03}"), "namespace": "default",
+                                "labels": {"spinner": "true"}},
+                   "data": {"attack": "spin", "ms": "20"}})
+        }))
+        .expect("bulk load");
+    let dir = scratch("rebuild-depth");
+    let plugins = dir.join("plugins");
+    let plugin = plugin_dir(&plugins, "spinner", &component("hostile"), "");
+    let host = Host::start(&server, &dir, std::slice::from_ref(&plugins));
+    let success = "controller_runtime_reconcile_total{controller=\"spinner\",result=\"success\"}";
+    host.wait_metric(success, 1.0).await;
+    // Rebuilt while most keys are still queued (one worker, 20 ms a key): the old queue's keys
+    // move to the new one.
+    write_manifest(&plugin, "spinner", "concurrency: 2\n");
+    host.wait_log(&["plugin rebuilt for its new manifest", "plugin=spinner"])
+        .await;
+    host.wait_metric(success, OBJECTS as f64).await;
+    let depth = "workqueue_depth{name=\"spinner\"}";
+    eventually_async("the queue depth back to 0", || async {
+        (host.metric(depth).await == 0.0).then_some(())
+    })
+    .await;
+}

@@ -76,6 +76,14 @@ impl Reconciler for Hostile {
                 }
             }
             "hot" => return Ok(Action::requeue_after(Duration::ZERO)),
+            "spin" => {
+                // Busy for `data.ms` milliseconds, then done: keeps keys queued behind it.
+                let ms: u64 = text("ms").parse().unwrap_or(20);
+                let start = std::time::Instant::now();
+                while start.elapsed() < Duration::from_millis(ms) {
+                    std::hint::black_box(0);
+                }
+            }
             "event" => {
                 let secret = ObjectRef::namespaced(
                     Kind::new("v1", "Secret"),
