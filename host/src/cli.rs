@@ -210,11 +210,14 @@ fn report(result: anyhow::Result<ExitCode>) -> ExitCode {
     })
 }
 
-/// The leader election client's rate: a renewal is a GET and a PUT every retry period (2 s by
-/// default), and an acquisition no more; this leaves room for retries.
-const ELECTION_QPS: f64 = 5.0;
-/// The leader election client's burst.
-const ELECTION_BURST: u32 = 10;
+/// The leader election client's limits: an attempt is a GET and a PUT every retry period, so
+/// twice that rate with room for retries (at least 5 qps, burst 10).
+fn election_limits(retry_period: std::time::Duration) -> ClientLimits {
+    let attempts = 1.0 / retry_period.as_secs_f64().max(0.001);
+    ClientLimits::default()
+        .qps((4.0 * attempts).max(5.0))
+        .burst(10)
+}
 
 /// `run`: the host until a signal; a second signal exits at once. Exits 2 when no API server
 /// configuration can be found (see [`crate::cluster_config`]).
@@ -265,9 +268,7 @@ async fn host(
     // them wait.
     let election_client = client::client(
         kube_config.clone(),
-        &ClientLimits::default()
-            .qps(ELECTION_QPS)
-            .burst(ELECTION_BURST),
+        &election_limits(config.leader_election.retry_period),
     )
     .context("cannot build the leader election's API client")?;
     let election = config.leader_election.enabled.then(|| ElectionSettings {
@@ -362,6 +363,7 @@ async fn load_plugins(
             burst: budget.max_burst,
         },
     );
+    let apis = apis.with_fence(runtime.fence());
     let plugins = Arc::new(Plugins::new(
         runtime.clone(),
         ModuleLoader::new(engine),

@@ -55,6 +55,7 @@
 //! one token to open and its stream is then never throttled, as in client-go.
 
 mod bucket;
+mod fenced;
 mod layers;
 mod limits;
 mod policy;
@@ -63,6 +64,7 @@ mod stats;
 use kube::client::ClientBuilder;
 use thiserror::Error;
 
+pub use fenced::{FenceLayer, Fenced};
 pub use layers::{RateLimit, RateLimitLayer, Retry, RetryLayer};
 pub use limits::{
     ClientLimits, DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_MAX, DEFAULT_BURST, DEFAULT_MAX_RETRIES,
@@ -107,9 +109,31 @@ pub fn client(config: kube::Config, limits: &ClientLimits) -> Result<kube::Clien
 /// # Errors
 /// As [`client`].
 pub fn client_with_stats(
+    config: kube::Config,
+    limits: &ClientLimits,
+    stats: &ClientStats,
+) -> Result<kube::Client, ClientError> {
+    build(config, limits, stats, None)
+}
+
+/// Like [`client`], sending writes only while `fence` is open (checked before every attempt,
+/// after its rate-limit wait); a refused write fails with [`Fenced`] and is not retried.
+///
+/// # Errors
+/// As [`client`].
+pub fn fenced_client(
+    config: kube::Config,
+    limits: &ClientLimits,
+    fence: crate::election::Fence,
+) -> Result<kube::Client, ClientError> {
+    build(config, limits, &ClientStats::default(), Some(fence))
+}
+
+fn build(
     mut config: kube::Config,
     limits: &ClientLimits,
     stats: &ClientStats,
+    fence: Option<crate::election::Fence>,
 ) -> Result<kube::Client, ClientError> {
     limits.validate()?;
     // Pin rustls to ring: with no provider (or two) enabled by the dependency graph, rustls
@@ -119,7 +143,9 @@ pub fn client_with_stats(
     let url = config.cluster_url.to_string();
     let builder =
         ClientBuilder::try_from(config).map_err(|source| ClientError::Build { url, source })?;
+    let fence = FenceLayer::new(fence.unwrap_or_else(crate::election::Fence::always_open));
     Ok(builder
+        .with_layer(&fence)
         .with_layer(&RateLimitLayer::new(limits, stats.clone()))
         .with_layer(&RetryLayer::new(limits, stats.clone()))
         .build())

@@ -9,6 +9,7 @@ use tracing::Instrument;
 
 use super::reconciler::{Action, ObjectLookup, Reconciler, Request};
 use super::{ObjectKey, ReconcileMetrics};
+use crate::election::Fence;
 use crate::queue::{Completion, RateLimitingQueue};
 
 /// How a reconcile ended, as controller-runtime labels it in `controller_runtime_reconcile_total`.
@@ -43,6 +44,7 @@ struct Shared<R: Reconciler> {
     reconciler: R,
     lookup: Box<dyn ObjectLookup<R::Object>>,
     metrics: Arc<dyn ReconcileMetrics>,
+    fence: Fence,
 }
 
 /// Reconciles the keys of one queue with a fixed number of workers.
@@ -104,9 +106,20 @@ impl<R: Reconciler> Controller<R> {
                 reconciler,
                 lookup: Box::new(lookup),
                 metrics,
+                fence: Fence::always_open(),
             }),
             workers: workers.max(1),
         }
+    }
+
+    /// Dispatches only while `fence` is open (default: always): a key taken while it is closed
+    /// goes back to the queue, and the worker waits for its intake to stop.
+    #[must_use]
+    pub fn with_fence(mut self, fence: Fence) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.fence = fence;
+        }
+        self
     }
 
     /// The queue informers feed.
@@ -149,6 +162,15 @@ async fn worker<R: Reconciler>(
                 None => return,
             },
         };
+        if !shared.fence.is_open() {
+            // The lease lapsed by this replica's clock: hand the key back and wait for the
+            // term to end (the elector is about to notice).
+            queue.add(key.clone());
+            queue.done(&key);
+            tracing::debug!(controller = %shared.name, %key, "lease lapsed; key handed back");
+            intake.cancelled().await;
+            return;
+        }
         let request = Request {
             object: shared.lookup.lookup(&key),
             requeues: queue.num_requeues(&key),

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::config::{ConfigError, ElectionConfig, JITTER_FACTOR};
+use super::fence::Fence;
 use super::lock::{LeaseLock, LockError, Observed};
 
 /// What this replica currently is, published on a watch channel.
@@ -83,6 +84,7 @@ pub struct LeaderElector<L: LeaseLock> {
     observed: Option<Observed>,
     observed_at: Instant,
     state: watch::Sender<Leadership>,
+    fence: Fence,
 }
 
 impl<L: LeaseLock> std::fmt::Debug for LeaderElector<L> {
@@ -108,7 +110,17 @@ impl<L: LeaseLock> LeaderElector<L> {
             observed: None,
             observed_at: Instant::now(),
             state: watch::Sender::new(Leadership::Following { leader: None }),
+            fence: Fence::closed(),
         })
+    }
+
+    /// Moves `fence` with the lease: open until the renew deadline after each successful
+    /// acquisition or renewal began, closed when a term ends (see [`Fence`]).
+    #[must_use]
+    pub fn with_fence(mut self, fence: Fence) -> Self {
+        fence.close();
+        self.fence = fence;
+        self
     }
 
     /// Whether to campaign again after losing the Lease (default) or end `run` with
@@ -143,15 +155,17 @@ impl<L: LeaseLock> LeaderElector<L> {
 
     async fn campaign(&mut self, shutdown: &CancellationToken) -> Result<(), ElectionError> {
         loop {
-            if !self.acquire(shutdown).await {
+            let Some(acquired) = self.acquire(shutdown).await else {
                 return Ok(());
-            }
+            };
+            self.fence.open_until(acquired + self.config.renew_deadline);
             let term = shutdown.child_token();
             tracing::info!(lock = %self.lock.describe(), identity = %self.config.identity,
                 "became leader");
             self.state
                 .send_replace(Leadership::Leading { term: term.clone() });
-            let end = self.renew(shutdown).await;
+            let end = self.renew(acquired, shutdown).await;
+            self.fence.close();
             term.cancel();
             self.follow();
             match end {
@@ -175,16 +189,18 @@ impl<L: LeaseLock> LeaderElector<L> {
         }
     }
 
-    /// Tries every jittered retry period until the Lease is won (true) or shutdown (false).
-    async fn acquire(&mut self, shutdown: &CancellationToken) -> bool {
+    /// Tries every jittered retry period until the Lease is won (when the winning attempt
+    /// started) or shutdown (`None`).
+    async fn acquire(&mut self, shutdown: &CancellationToken) -> Option<Instant> {
         loop {
+            let started = Instant::now();
             let attempt = tokio::select! {
                 biased;
-                () = shutdown.cancelled() => return false,
+                () = shutdown.cancelled() => return None,
                 attempt = self.try_acquire_or_renew() => attempt,
             };
             match attempt {
-                Ok(true) => return true,
+                Ok(true) => return Some(started),
                 Ok(false) => {}
                 Err(error) => tracing::warn!(
                     error = &error as &dyn std::error::Error,
@@ -194,15 +210,16 @@ impl<L: LeaseLock> LeaderElector<L> {
             let jitter = 1.0 + rand::random::<f64>() * JITTER_FACTOR;
             tokio::select! {
                 biased;
-                () = shutdown.cancelled() => return false,
+                () = shutdown.cancelled() => return None,
                 () = tokio::time::sleep(self.config.retry_period.mul_f64(jitter)) => {}
             }
         }
     }
 
-    /// Renews every retry period until shutdown or until leadership is lost.
-    async fn renew(&mut self, shutdown: &CancellationToken) -> TermEnd {
-        let mut deadline = Instant::now() + self.config.renew_deadline;
+    /// Renews every retry period until shutdown or until leadership is lost; `acquired` is when
+    /// the winning attempt started.
+    async fn renew(&mut self, acquired: Instant, shutdown: &CancellationToken) -> TermEnd {
+        let mut deadline = acquired + self.config.renew_deadline;
         loop {
             let next = (Instant::now() + self.config.retry_period).min(deadline);
             tokio::select! {
@@ -220,7 +237,10 @@ impl<L: LeaseLock> LeaderElector<L> {
                 attempt = tokio::time::timeout_at(deadline, self.try_acquire_or_renew()) => attempt,
             };
             match attempt {
-                Ok(Ok(true)) => deadline = started + self.config.renew_deadline,
+                Ok(Ok(true)) => {
+                    deadline = started + self.config.renew_deadline;
+                    self.fence.open_until(deadline);
+                }
                 Ok(Ok(false)) if self.held_by_another() => return TermEnd::Lost,
                 Ok(Ok(false)) => {}
                 Ok(Err(error)) => tracing::warn!(

@@ -22,6 +22,7 @@
 
 mod config;
 mod elector;
+mod fence;
 mod lock;
 #[cfg(test)]
 mod memory;
@@ -30,4 +31,5 @@ mod tests;
 
 pub use config::{ConfigError, ElectionConfig, JITTER_FACTOR, default_identity};
 pub use elector::{ElectionError, LeaderElector, Leadership};
+pub use fence::Fence;
 pub use lock::{KubeLease, LeaseLock, LockError, Observed};

@@ -392,3 +392,38 @@ async fn three_replicas_under_random_freezes_and_failures_never_lead_at_once() {
         "faults should have moved leadership; saw {count} terms"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_fence_is_open_while_leading_and_closes_at_the_renew_deadline_by_the_clock() {
+    let lease = SharedLease::default();
+    let lock = lease.handle();
+    let config = ElectionConfig {
+        identity: "a".to_owned(),
+        ..ElectionConfig::default()
+    };
+    let fence = Fence::always_open();
+    let elector = LeaderElector::new(lock.clone(), config)
+        .expect("valid config")
+        .with_fence(fence.clone());
+    assert!(!fence.is_open(), "closed until the lease is won");
+    let mut leadership = elector.subscribe();
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn(elector.run(shutdown.clone()));
+    tokio::time::timeout(secs(1), leadership.wait_for(Leadership::is_leading))
+        .await
+        .expect("leads")
+        .expect("alive");
+    assert!(fence.is_open());
+    tokio::time::sleep(Duration::from_millis(2_500)).await; // renewed at 2 s
+    let renewed = Instant::now() - Duration::from_millis(500);
+    // From now on no renewal succeeds; the fence stays open exactly until the renew deadline
+    // after the last one began.
+    lock.freeze(true);
+    tokio::time::sleep_until(renewed + RENEW - Duration::from_millis(1)).await;
+    assert!(fence.is_open());
+    tokio::time::sleep_until(renewed + RENEW).await;
+    assert!(!fence.is_open());
+    shutdown.cancel();
+    let _ = run.await;
+    assert!(!fence.is_open());
+}

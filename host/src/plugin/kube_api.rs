@@ -16,6 +16,7 @@ use super::api::{
 use super::bindings::{ApiStatus, CallError};
 use super::manifest::{ApiRateLimit, Manifest};
 use crate::client::{self, ClientLimits};
+use crate::election::Fence;
 use crate::runtime::KindRef;
 
 /// Builds each plugin's [`KubeApi`] on a client of its own: the plugin's `apiRateLimit`, or the
@@ -24,6 +25,7 @@ pub struct KubeApis {
     config: kube::Config,
     default: ApiRateLimit,
     ceiling: ApiRateLimit,
+    fence: Fence,
 }
 
 impl std::fmt::Debug for KubeApis {
@@ -48,7 +50,16 @@ impl KubeApis {
             config,
             default,
             ceiling,
+            fence: Fence::always_open(),
         }
+    }
+
+    /// Sends plugins' writes only while `fence` is open (the runtime's: while this replica's
+    /// lease is valid by its own clock).
+    #[must_use]
+    pub fn with_fence(mut self, fence: Fence) -> Self {
+        self.fence = fence;
+        self
     }
 
     /// The budget of a plugin asking for `wanted`: the default when it asks for none, the
@@ -79,7 +90,7 @@ impl ApiProvider for KubeApis {
     fn for_plugin(&self, manifest: &Manifest) -> SharedApi {
         let budget = self.budget(&manifest.name, manifest.api_rate_limit);
         let limits = ClientLimits::default().qps(budget.qps).burst(budget.burst);
-        match client::client(self.config.clone(), &limits) {
+        match client::fenced_client(self.config.clone(), &limits, self.fence.clone()) {
             Ok(client) => Arc::new(KubeApi::new(client)),
             Err(error) => {
                 let message = format!(

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::controller::{Controller, ObjectKey, Reconciler};
 use crate::election::{
-    ConfigError, ElectionConfig, ElectionError, KubeLease, LeaderElector, Leadership,
+    ConfigError, ElectionConfig, ElectionError, Fence, KubeLease, LeaderElector, Leadership,
 };
 use crate::informer::{CachedObject, Predicates, Scope, enqueue_controller, enqueue_self};
 use crate::queue::{ControllerLimiter, RateLimitingQueue};
@@ -136,6 +136,9 @@ struct Inner {
     settings: RuntimeSettings,
     leadership: watch::Sender<bool>,
     telemetry: Telemetry,
+    /// Open while this replica may dispatch and write: always without election, else while its
+    /// lease is valid by its own clock.
+    fence: Fence,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -162,8 +165,14 @@ impl Runtime {
         settings: RuntimeSettings,
         telemetry: Telemetry,
     ) -> Self {
+        let fence = if settings.election.is_some() {
+            Fence::closed()
+        } else {
+            Fence::always_open()
+        };
         Self {
             inner: Arc::new(Inner {
+                fence,
                 registry: InformerRegistry::new(client.clone()),
                 client,
                 election_client: std::sync::OnceLock::new(),
@@ -173,6 +182,13 @@ impl Runtime {
                 telemetry,
             }),
         }
+    }
+
+    /// The fence of this runtime: open while it may dispatch and write (see [`Fence`]). Give
+    /// it to the clients whose writes must stop when the lease lapses.
+    #[must_use]
+    pub fn fence(&self) -> Fence {
+        self.inner.fence.clone()
     }
 
     /// Makes leader election use `client` (its own rate limit and connections) instead of the
@@ -274,7 +290,8 @@ impl Runtime {
             move |key: &ObjectKey| store.get(key),
             spec.workers,
             metrics.controller(&spec.name, spec.workers),
-        );
+        )
+        .with_fence(self.fence());
         let slot = Slot::new(Arc::new(controller), subscriptions, scopes, scrape);
         if let Err(slot) = self.inner.controllers.insert(&spec.name, slot) {
             drop(slot.subscriptions);
@@ -373,8 +390,9 @@ impl Runtime {
             &election.lease_namespace,
             &election.lease_name,
         );
-        let elector =
-            LeaderElector::new(lock, election.config)?.campaign_after_loss(!election.exit_on_loss);
+        let elector = LeaderElector::new(lock, election.config)?
+            .campaign_after_loss(!election.exit_on_loss)
+            .with_fence(self.inner.fence.clone());
         let mut leadership = elector.subscribe();
         let _leader_gauge = self
             .inner
@@ -410,7 +428,12 @@ impl Runtime {
     /// Dispatches until `term` ends (abort at once) or `shutdown` (drain, then abort).
     async fn serve_term(&self, term: &CancellationToken, shutdown: &CancellationToken) {
         let inner = &self.inner;
-        let tokens = Term::default();
+        // Children of the term: its end stops intake and aborts reconciles at once, whichever
+        // task notices first.
+        let tokens = Term {
+            intake: term.child_token(),
+            abort: term.child_token(),
+        };
         inner.leadership.send_replace(true);
         inner.controllers.begin_term(tokens.clone());
         tokio::select! {

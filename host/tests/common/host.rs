@@ -201,6 +201,16 @@ impl Host {
         }
     }
 
+    /// Sends `signal` (`STOP`, `CONT`, `TERM`, ...) to the host process.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
     /// GET `path` from the metrics address (`/readyz?verbose`, `/metrics`).
     pub async fn get(&self, path: &str) -> String {
         http_get(&self.metrics, path).await.unwrap_or_default()

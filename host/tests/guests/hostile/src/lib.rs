@@ -76,6 +76,25 @@ impl Reconciler for Hostile {
                 }
             }
             "hot" => return Ok(Action::requeue_after(Duration::ZERO)),
+            "slow-write" => {
+                // Announces itself, computes for `data.ms`, then records which replica wrote
+                // (`REPLICA` from the manifest's env) and when.
+                let replica = std::env::var("REPLICA").unwrap_or_default();
+                log::write(
+                    log::Level::Info,
+                    &format!("hostile: slow-write started on {replica}"),
+                );
+                let ms: u64 = text("ms").parse().unwrap_or(3000);
+                let start = std::time::Instant::now();
+                while start.elapsed() < Duration::from_millis(ms) {
+                    std::hint::black_box(0);
+                }
+                let millis = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |since| since.as_millis());
+                let patch = serde_json::json!({"data": {format!("written-by-{replica}"): millis.to_string()}});
+                client::merge_patch(request.target(), &patch)?;
+            }
             "spin" => {
                 // Busy for `data.ms` milliseconds, then done: keeps keys queued behind it.
                 let ms: u64 = text("ms").parse().unwrap_or(20);
