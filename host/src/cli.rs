@@ -295,6 +295,24 @@ async fn host(
         .await
         .context("cannot serve /metrics, /healthz and /readyz; pick another --metrics-address")?;
     tracing::info!(address = %server.local_addr(), "serving /metrics, /healthz and /readyz");
+    // Not ready until the API server answered and the plugins are loaded.
+    let startup = telemetry.health().gate("startup").ok();
+    let shutdown = CancellationToken::new();
+    let interrupted = CancellationToken::new();
+    tokio::spawn(signals(shutdown.clone(), interrupted.clone()));
+    if !wait_for_api_server(
+        &client,
+        &kube_config.cluster_url,
+        startup.as_ref(),
+        &shutdown,
+    )
+    .await
+    {
+        serving.cancel();
+        let _ = server.await;
+        tracing::info!("stopped before the API server was reached");
+        return Ok(ExitCode::SUCCESS);
+    }
     let runtime = Runtime::with_telemetry(
         client.clone(),
         RuntimeSettings {
@@ -304,6 +322,9 @@ async fn host(
         telemetry,
     );
     runtime.use_election_client(election_client);
+    if let Some(gate) = &startup {
+        gate.set_not_ready("loading the plugins");
+    }
     let plugins = match load_plugins(&runtime, &config, kube_config).await {
         Ok(plugins) => plugins,
         Err(error) => {
@@ -311,9 +332,9 @@ async fn host(
             return Ok(ExitCode::from(EXIT_CONFIG));
         }
     };
-    let shutdown = CancellationToken::new();
-    let interrupted = CancellationToken::new();
-    tokio::spawn(signals(shutdown.clone(), interrupted.clone()));
+    if let Some(gate) = &startup {
+        gate.set_ready();
+    }
     if let Some(plugins) = plugins {
         let stop = shutdown.clone();
         tokio::spawn(async move {
@@ -397,6 +418,53 @@ fn engine(cache: Option<PathBuf>) -> anyhow::Result<PluginEngine> {
             .context("cannot start the WebAssembly engine")
         }
         other => other.context("cannot start the WebAssembly engine"),
+    }
+}
+
+/// The longest wait between two attempts to reach the API server at start.
+const REACH_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Waits until the API server at `url` answers (any HTTP answer counts: it is up), retrying
+/// with backoff from 500 ms to [`REACH_BACKOFF_MAX`] and saying so at each attempt; `false` if
+/// `shutdown` came first. `gate` fails with the reason meanwhile.
+async fn wait_for_api_server(
+    client: &kube::Client,
+    url: &http::Uri,
+    gate: Option<&crate::telemetry::ReadinessGate>,
+    shutdown: &CancellationToken,
+) -> bool {
+    let mut delay = std::time::Duration::from_millis(500);
+    loop {
+        let attempt = tokio::select! {
+            () = shutdown.cancelled() => return false,
+            attempt = client.apiserver_version() => attempt,
+        };
+        match attempt {
+            Ok(version) => {
+                tracing::info!(%url, version = %version.git_version, "API server reached");
+                return true;
+            }
+            Err(kube::Error::Api(status)) => {
+                tracing::info!(%url, code = status.code, "API server reached");
+                return true;
+            }
+            Err(error) => {
+                let reason = format!(
+                    "the API server at {url} is unreachable: {}; check that it is up and that \
+                     the kubeconfig's server address is right",
+                    crate::error_chain(&error)
+                );
+                tracing::warn!(retry_in = ?delay, "{reason}");
+                if let Some(gate) = gate {
+                    gate.set_not_ready(reason);
+                }
+            }
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return false,
+            () = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(REACH_BACKOFF_MAX);
     }
 }
 

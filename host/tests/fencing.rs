@@ -113,10 +113,7 @@ async fn the_leader_keeps_its_lease_while_a_plugin_saturates_its_client_limit() 
         &dir,
         "host/tests/guests/hostile/plugin.yaml",
         &component("hostile"),
-        &[
-            ("concurrency", "8"),
-            ("apiRateLimit", "{qps: 2, burst: 2}"),
-        ],
+        &[("concurrency", "8"), ("apiRateLimit", "{qps: 2, burst: 2}")],
     );
     let mut command = Host::command();
     command

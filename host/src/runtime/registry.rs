@@ -34,6 +34,20 @@ pub enum InformerError {
         #[source]
         source: kube::Error,
     },
+    /// The API server did not answer the lookup of the kind.
+    #[error(
+        "cannot look up kind {api_version}/{kind}: the API server did not answer; check that it \
+         is up and reachable at the kubeconfig's server address"
+    )]
+    Unreachable {
+        /// The `apiVersion` given.
+        api_version: String,
+        /// The kind given.
+        kind: String,
+        /// What the client answered.
+        #[source]
+        source: kube::Error,
+    },
     /// A namespace was given for a cluster-scoped kind.
     #[error(
         "kind {api_version}/{kind} is cluster-scoped, so it cannot be watched in namespace \
@@ -114,10 +128,17 @@ impl InformerRegistry {
         let (resource, capabilities) =
             discovery::pinned_kind(&self.client, &gvk)
                 .await
-                .map_err(|source| InformerError::UnknownKind {
-                    api_version: scope.api_version.clone(),
-                    kind: scope.kind.clone(),
-                    source,
+                .map_err(|source| match source {
+                    kube::Error::Api(_) | kube::Error::Discovery(_) => InformerError::UnknownKind {
+                        api_version: scope.api_version.clone(),
+                        kind: scope.kind.clone(),
+                        source,
+                    },
+                    source => InformerError::Unreachable {
+                        api_version: scope.api_version.clone(),
+                        kind: scope.kind.clone(),
+                        source,
+                    },
                 })?;
         if let (KindScope::Cluster, Some(namespace)) = (&capabilities.scope, &scope.namespace) {
             return Err(InformerError::ClusterScoped {

@@ -1,0 +1,82 @@
+//! End to end: the real host binary started before its API server is up says so, keeps
+//! trying, stays unready, and starts normally once the API server answers.
+
+mod common;
+
+use common::host::{Host, component, free_port, manifest, scratch};
+use common::{config_maps, eventually_async};
+use embedded_apiserver::{ApiServer, Config};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::PostParams;
+use kube::core::ObjectMeta;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_started_before_its_api_server_waits_unready_and_then_serves() {
+    let dir = scratch("startup-unreachable");
+    let port = free_port();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \
+             'http://127.0.0.1:{port}'}}}}]\nusers: [{{name: u, user: {{token: t}}}}]\n\
+             contexts: [{{name: x, context: {{cluster: c, user: u, namespace: default}}}}]\n\
+             current-context: x\n"
+        ),
+    )
+    .expect("kubeconfig");
+    let plugin = manifest(
+        &dir,
+        "host/tests/guests/testbed/plugin.yaml",
+        &component("testbed"),
+        &[],
+    );
+    let mut command = Host::command();
+    command
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["--leader-elect", "false"])
+        .arg("--plugin")
+        .arg(&plugin);
+    let mut host = Host::spawn(command);
+    host.wait_log(&["is unreachable", &format!("127.0.0.1:{port}"), "retry_in"])
+        .await;
+    let ready = eventually_async("/readyz to answer", || async {
+        let body = host.get("/readyz?verbose").await;
+        (!body.is_empty()).then_some(body)
+    })
+    .await;
+    assert!(ready.contains("[-]startup"), "{ready}");
+    assert!(!ready.contains("not served"), "{ready}");
+    assert!(host.running(), "the host gave up:\n{}", host.log());
+
+    let server = ApiServer::start(
+        Config::default()
+            .http_addr(([127, 0, 0, 1], port).into())
+            .https_addr(None),
+    )
+    .await
+    .expect("API server starts");
+    host.wait_log(&["API server reached"]).await;
+    eventually_async("/readyz ok", || async {
+        let body = host.get("/readyz?verbose").await;
+        (body.contains("[+]startup ok") && !body.contains("[-]")).then_some(())
+    })
+    .await;
+    let object = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("late".to_owned()),
+            labels: Some([("testbed".to_owned(), "true".to_owned())].into()),
+            ..ObjectMeta::default()
+        },
+        ..ConfigMap::default()
+    };
+    let api = config_maps(&server, "default");
+    api.create(&PostParams::default(), &object)
+        .await
+        .expect("created");
+    eventually_async("the testbed to reconcile", || async {
+        api.get_opt("late-seen").await.ok()?.map(|_| ())
+    })
+    .await;
+}
