@@ -221,9 +221,31 @@ async fn broken_modules_do_not_replace_a_good_one() {
     create(&server, &labelled("after-rollback", "testbed", &[])).await;
     seen(&server, "after-rollback").await;
 
-    // A good module heals the readiness check.
+    let readyz = host.get("/readyz?verbose").await;
+    assert!(readyz.contains("[-]plugin/testbed failed"), "{readyz}");
+
+    // Putting back the module that serves heals the readiness check: disk and service agree.
+    replace_module(&plugin, &component("testbed"));
+    eventually_async(
+        "readiness back after the serving module was restored",
+        || async {
+            let readyz = host.get("/readyz?verbose").await;
+            readyz.contains("[+]plugin/testbed ok").then_some(())
+        },
+    )
+    .await;
+
+    // The rolled-back module, put back after another one served, is tried (and rolled back)
+    // again rather than skipped in silence.
+    replace_module(&plugin, &component("always-trap"));
+    host.wait_metric(&reloads("testbed", "failure"), 4.0).await;
+    create(&server, &labelled("after-second-rollback", "testbed", &[])).await;
+    seen(&server, "after-second-rollback").await;
+
+    // A new good module heals the readiness check.
     replace_module(&plugin, &component("stamp"));
-    host.wait_log(&["stamp default/after-rollback"]).await;
+    host.wait_log(&["stamp default/after-second-rollback"])
+        .await;
     let readyz = host.get("/readyz?verbose").await;
     assert!(readyz.contains("[+]plugin/testbed ok"), "{readyz}");
 }

@@ -318,3 +318,35 @@ fn call_error(error: kube::Error) -> CallError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugin::api::Target;
+
+    #[tokio::test]
+    async fn a_kind_the_api_server_does_not_serve_is_invalid_not_unavailable() {
+        let server = embedded_apiserver::ApiServer::start(embedded_apiserver::Config::default())
+            .await
+            .expect("server");
+        let api = KubeApi::new(server.kube_client().expect("client"));
+        for (api_version, kind) in [
+            ("v1", "NoSuchKind"),
+            ("example.com/v1", "Nothing"),
+            ("apps/v9", "Deployment"),
+        ] {
+            let call = ApiCall::Get {
+                target: Target {
+                    kind: KindRef::new(api_version, kind),
+                    namespace: Some("default".to_owned()),
+                    name: "x".to_owned(),
+                },
+            };
+            let result = api.call(call).await;
+            assert!(
+                matches!(&result, Err(CallError::Invalid(message)) if message.contains("is not served")),
+                "{api_version}/{kind}: {result:?}"
+            );
+        }
+    }
+}

@@ -129,6 +129,8 @@ impl Plugin {
         let loaded = Arc::new(Self::loaded(&self.context, module));
         let mut current = self.current.write();
         let replaced = std::mem::replace(&mut *current, Arc::clone(&loaded));
+        // Bytes rolled back before are tried again if they come back after another module.
+        *self.rejected.lock() = None;
         let mut probation = self.probation.lock();
         // A module replaced while still on probation was never proven: keep the last good one.
         let previous = probation.take().map_or(replaced, |trial| trial.previous);
@@ -139,8 +141,13 @@ impl Plugin {
         });
     }
 
-    /// The digest of the last module rolled back, if any: the same bytes should not be swapped
-    /// in again.
+    /// Forgets the module rolled back, if any; whether there was one.
+    pub fn forget_rejected(&self) -> bool {
+        self.rejected.lock().take().is_some()
+    }
+
+    /// The digest of the last module rolled back, if any, while no other module has been
+    /// swapped in since: the same bytes are not swapped in again until then.
     #[must_use]
     pub fn rejected(&self) -> Option<String> {
         self.rejected.lock().clone()

@@ -412,12 +412,22 @@ impl Plugins {
                     },
                 })?;
         let digest = hex_sha256(&bytes);
-        if digest == current.plugin.module().digest()
-            || current
-                .plugin
-                .rejected()
-                .is_some_and(|rejected| rejected == digest)
+        if digest == current.plugin.module().digest() {
+            // The module on disk is the one serving — also when the module serving before a
+            // rollback is put back: whatever was rejected is no longer on disk.
+            if current.plugin.forget_rejected()
+                && let Some(gate) = &current.gate
+            {
+                gate.set_ready();
+            }
+            return Ok(false);
+        }
+        if current
+            .plugin
+            .rejected()
+            .is_some_and(|rejected| rejected == digest)
         {
+            // Still the rolled-back bytes: the readiness check keeps saying so.
             return Ok(false);
         }
         let module = self
@@ -430,6 +440,11 @@ impl Plugins {
             })?;
         let digest = module.digest().to_owned();
         current.plugin.swap(module);
+        // A new module serves: an earlier failure or rollback is history (a rollback of this
+        // one reports again).
+        if let Some(gate) = &current.gate {
+            gate.set_ready();
+        }
         let keys = current.for_store.list();
         for object in &keys {
             current.queue.add(object.key());
