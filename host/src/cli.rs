@@ -290,10 +290,21 @@ async fn host(
     }
     let telemetry = Telemetry::new();
     let serving = CancellationToken::new();
-    let server = telemetry
+    let server = match telemetry
         .serve(config.telemetry.address, serving.clone())
         .await
-        .context("cannot serve /metrics, /healthz and /readyz; pick another --metrics-address")?;
+    {
+        Ok(server) => server,
+        Err(error) => {
+            eprintln!(
+                "error: cannot serve /metrics, /healthz and /readyz on {}: {}; pick another \
+                 --metrics-address",
+                config.telemetry.address,
+                crate::error_chain(&error)
+            );
+            return Ok(ExitCode::from(EXIT_CONFIG));
+        }
+    };
     tracing::info!(address = %server.local_addr(), "serving /metrics, /healthz and /readyz");
     // Not ready until the API server answered and the plugins are loaded.
     let startup = telemetry.health().gate("startup").ok();
@@ -395,6 +406,11 @@ async fn load_plugins(
         .load_all()
         .await
         .context("cannot load the plugins")?;
+    if loaded == 0 {
+        tracing::warn!(sources = ?config.plugins,
+            "no plugin manifests found; add <name>/plugin.yaml to a plugin directory (the host \
+             loads them when they appear)");
+    }
     tracing::info!(
         plugins = loaded,
         "plugins loaded; watching their sources for changes"

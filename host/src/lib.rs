@@ -17,15 +17,44 @@ pub mod runtime;
 pub mod telemetry;
 pub mod tools;
 
-/// `error` followed by each of its sources, joined by `: `: how the host prints an error.
+/// `error` followed by each of its sources, joined by `: `: how the host prints an error. A
+/// cause whose text the message already ends with (an error that prints its source itself, as
+/// some of kube's do) is not repeated.
 #[must_use]
 pub fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
+        let cause_text = cause.to_string();
+        if !text.ends_with(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
         source = cause.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer: {0}")]
+    struct PrintsItsSource(#[source] std::io::Error);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer")]
+    struct Chained(#[source] std::io::Error);
+
+    #[test]
+    fn a_cause_is_printed_once_whether_or_not_the_error_prints_it_itself() {
+        let gone = || std::io::Error::from(std::io::ErrorKind::NotFound);
+        assert_eq!(
+            super::error_chain(&PrintsItsSource(gone())),
+            "outer: entity not found"
+        );
+        assert_eq!(
+            super::error_chain(&Chained(gone())),
+            "outer: entity not found"
+        );
+    }
 }

@@ -246,3 +246,53 @@ async fn a_second_signal_exits_at_once_without_finishing_the_shutdown() {
     server.faults().resume();
     server.shutdown().await;
 }
+
+#[test]
+fn a_metrics_address_in_use_exits_2_naming_it() {
+    let dir = scratch("port-in-use");
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\n\
+         users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n\
+         current-context: x\n",
+    )
+    .unwrap();
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").expect("bound");
+    let address = busy.local_addr().expect("address").to_string();
+    let out = host()
+        .args([
+            "run",
+            "--leader-elect",
+            "false",
+            "--metrics-address",
+            &address,
+        ])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot serve /metrics, /healthz and /readyz on {address}"
+        )) && stderr.contains("pick another --metrics-address"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_missing_kubeconfig_names_its_cause_once() {
+    let out = host()
+        .args(["run", "--kubeconfig", "/nonexistent/kubeconfig"])
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr.matches("No such file or directory").count(),
+        1,
+        "{stderr}"
+    );
+}

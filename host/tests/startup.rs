@@ -80,3 +80,16 @@ async fn a_host_started_before_its_api_server_waits_unready_and_then_serves() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_plugin_directory_starts_with_a_warning() {
+    let server = ApiServer::start(Config::default())
+        .await
+        .expect("API server starts");
+    let dir = scratch("startup-empty");
+    let plugins = dir.join("plugins");
+    std::fs::create_dir_all(&plugins).expect("plugin dir");
+    let host = Host::start(&server, &dir, &[plugins]);
+    host.wait_log(&["WARN", "no plugin manifests found", "plugin.yaml"])
+        .await;
+}

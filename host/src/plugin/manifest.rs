@@ -362,13 +362,13 @@ impl Manifest {
         let text = if text.trim().is_empty() { "{}" } else { text };
         let raw: RawManifest = serde_yaml_ng::from_str(text).map_err(|e| ManifestError::Parse {
             path: path.to_owned(),
-            message: e.to_string(),
+            message: abbreviated(&e.to_string()),
         })?;
         raw.validate(base_dir)
             .map_err(|Problem { field, problem }| ManifestError::Invalid {
                 path: path.to_owned(),
                 field,
-                problem,
+                problem: abbreviated(&problem),
             })
     }
 
@@ -419,6 +419,39 @@ impl Manifest {
             missing,
         })
     }
+}
+
+/// The longest quoted value a message repeats whole.
+const QUOTED_MAX: usize = 80;
+
+/// `message` with every value quoted in it (between backticks or double quotes) longer than
+/// [`QUOTED_MAX`] bytes cut, saying how long it was: a message never echoes a huge value.
+fn abbreviated(message: &str) -> String {
+    let mut out = String::with_capacity(message.len().min(1024));
+    let mut rest = message;
+    while let Some(open) = rest.find(['`', '"']) {
+        let quote = &rest[open..=open];
+        out.push_str(&rest[..=open]);
+        rest = &rest[open + 1..];
+        let Some(close) = rest.find(quote) else {
+            break;
+        };
+        let value = &rest[..close];
+        if value.len() > QUOTED_MAX {
+            let mut end = QUOTED_MAX;
+            while !value.is_char_boundary(end) {
+                end -= 1;
+            }
+            out.push_str(&value[..end]);
+            out.push_str(&format!("… ({} bytes)", value.len()));
+        } else {
+            out.push_str(value);
+        }
+        out.push_str(quote);
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Parses a Kubernetes memory quantity into bytes: plain bytes (`67108864`), binary suffixes
@@ -1283,6 +1316,25 @@ grants:
                 panic!("{text:?} should be invalid");
             };
             assert_eq!(got, field);
+        }
+    }
+
+    #[test]
+    fn a_huge_bad_value_is_not_echoed_whole() {
+        let huge = "x".repeat(4 << 20);
+        for text in [
+            format!("{MINIMAL}resync: {huge}\n"),
+            format!("{MINIMAL}labelSelector: '{huge} in ('\n"),
+            format!("{MINIMAL}concurrency: {huge}\n"),
+        ] {
+            let error = parse(&text).unwrap_err().to_string();
+            assert!(
+                error.len() < 1024,
+                "{} bytes: {}",
+                error.len(),
+                &error[..200]
+            );
+            assert!(error.contains("bytes)"), "{error}");
         }
     }
 
