@@ -466,8 +466,9 @@ async fn wait_for_api_server(
             }
             Err(error) => {
                 let reason = format!(
-                    "the API server at {url} is unreachable: {}; check that it is up and that \
-                     the kubeconfig's server address is right",
+                    "cannot reach the API server at {url}: {}; check that it is up, that the \
+                     address is right and that its certificate is trusted (the kubeconfig's or \
+                     the service account's CA)",
                     crate::error_chain(&error)
                 );
                 tracing::warn!(retry_in = ?delay, "{reason}");

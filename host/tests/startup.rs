@@ -39,8 +39,12 @@ async fn a_host_started_before_its_api_server_waits_unready_and_then_serves() {
         .arg("--plugin")
         .arg(&plugin);
     let mut host = Host::spawn(command);
-    host.wait_log(&["is unreachable", &format!("127.0.0.1:{port}"), "retry_in"])
-        .await;
+    host.wait_log(&[
+        "cannot reach the API server",
+        &format!("127.0.0.1:{port}"),
+        "retry_in",
+    ])
+    .await;
     let ready = eventually_async("/readyz to answer", || async {
         let body = host.get("/readyz?verbose").await;
         (!body.is_empty()).then_some(body)
