@@ -14,20 +14,25 @@ use kube::core::ObjectMeta;
 
 const LEADER: &str = "leader_election_master_status{name=\"reconcile-host\"}";
 
-/// The hostile plugin as replica `replica` loads it: its writes say which replica made them.
-fn plugin(dir: &Path, replica: &str) -> PathBuf {
+/// The hostile plugin as replica `replica` loads it, with `overrides`: its writes say which
+/// replica made them.
+fn plugin(dir: &Path, replica: &str, overrides: &[(&str, &str)]) -> PathBuf {
     let dir = dir.join(replica);
     std::fs::create_dir_all(&dir).expect("replica dir");
+    let env = format!("{{REPLICA: {replica}}}");
+    let mut overrides = overrides.to_vec();
+    overrides.push(("env", &env));
     manifest(
         &dir,
         "host/tests/guests/hostile/plugin.yaml",
         &component("hostile"),
-        &[("env", &format!("{{REPLICA: {replica}}}"))],
+        &overrides,
     )
 }
 
-/// A replica with a short lease: 2 s, renewed within 1.5 s, tried every 250 ms.
-fn replica(server: &ApiServer, dir: &Path, name: &str) -> Host {
+/// A replica with a short lease (2 s, renewed within 1.5 s, tried every 250 ms) running the
+/// hostile plugin with `overrides`.
+fn replica(server: &ApiServer, dir: &Path, name: &str, overrides: &[(&str, &str)]) -> Host {
     let kubeconfig = dir.join("kubeconfig");
     server.write_kubeconfig(&kubeconfig).expect("kubeconfig");
     let mut command = Host::command();
@@ -38,7 +43,7 @@ fn replica(server: &ApiServer, dir: &Path, name: &str) -> Host {
         .args(["--lease-duration", "2s", "--renew-deadline", "1500ms"])
         .args(["--retry-period", "250ms"])
         .arg("--plugin")
-        .arg(plugin(dir, name));
+        .arg(plugin(dir, name, overrides));
     Host::spawn(command)
 }
 
@@ -49,9 +54,9 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_when_it_wakes() {
         .expect("API server starts");
     namespace(&server, "hostile", &[]).await;
     let dir = scratch("fencing-frozen");
-    let first = replica(&server, &dir, "a");
+    let first = replica(&server, &dir, "a", &[]);
     first.wait_metric(LEADER, 1.0).await;
-    let second = replica(&server, &dir, "b");
+    let second = replica(&server, &dir, "b", &[]);
     second.wait_log(&["plugin loaded", "plugin=hostile"]).await;
 
     let object = ConfigMap {
@@ -107,24 +112,12 @@ async fn the_leader_keeps_its_lease_while_a_plugin_saturates_its_client_limit() 
         .expect("API server starts");
     namespace(&server, "hostile", &[]).await;
     let dir = scratch("fencing-saturated");
-    let kubeconfig = dir.join("kubeconfig");
-    server.write_kubeconfig(&kubeconfig).expect("kubeconfig");
-    let plugin = manifest(
+    let host = replica(
+        &server,
         &dir,
-        "host/tests/guests/hostile/plugin.yaml",
-        &component("hostile"),
+        "a",
         &[("concurrency", "8"), ("apiRateLimit", "{qps: 2, burst: 2}")],
     );
-    let mut command = Host::command();
-    command
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .args(["--leader-elect", "true"])
-        .args(["--lease-duration", "2s", "--renew-deadline", "1500ms"])
-        .args(["--retry-period", "250ms"])
-        .arg("--plugin")
-        .arg(&plugin);
-    let host = Host::spawn(command);
     host.wait_metric(LEADER, 1.0).await;
     for i in 0..8 {
         let object = ConfigMap {
