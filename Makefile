@@ -43,6 +43,12 @@ unit:
 static:
 	scripts/build-static.sh
 
+## The real control plane (kube-apiserver and etcd, built from Go modules) the end-to-end tests run
+## against: target/control-plane/<version>/. Built once per version; a second run does nothing.
+.PHONY: control-plane
+control-plane:
+	scripts/build-control-plane.sh
+
 ## Benchmarks (criterion). `make bench BENCH=workqueue` runs one bench target.
 bench:
 	$(CARGO) bench --workspace --locked $(if $(BENCH),--bench $(BENCH),)
