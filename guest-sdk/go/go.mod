@@ -1,0 +1,3 @@
+module reconcile-host/guest
+
+go 1.26
