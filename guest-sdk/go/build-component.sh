@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Builds a reconciler written in Go into a WebAssembly component:
+#
+#   build-component.sh <name> <package-dir>   ->  ${CARGO_TARGET_DIR:-<repo>/target}/guests/<name>.wasm
+#
+# <package-dir> holds a Go package that calls guest.Register in an init function (its module's
+# go.mod requires reconcile-host/guest, replaced by guest-sdk/go). The steps (docs/guests/go.md):
+#
+# 1. Go 1.26.8: the `go` on PATH when it is that version, else the toolchain module
+#    golang.org/toolchain from the Go module proxy, unpacked into <repo>/.toolchains/go/.
+# 2. wit-bindgen-cli 0.63.0 (the version of the Rust guest SDK's wit-bindgen), built by
+#    `cargo install` into <repo>/.toolchains/go/wit-bindgen-0.63.0/ (Go generator only), with
+#    its Go runtime package go.bytecodealliance.org/pkg taken from the crate's own sources (the
+#    Go module proxy does not serve the version it names).
+# 3. wit-c (tools/wit-c, the C guests' tool): wasmtime 48.0.8's preview1 reactor adapter.
+# 4. `wit-bindgen go` generates the bindings of wit/ (a `main` package, module wit_component);
+#    guest-sdk/go/component/glue.go joins them to the SDK and the reconciler's package; a
+#    go.work ties the modules together, nothing is written to the source tree.
+# 5. GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared (a reactor: `_initialize`, the
+#    `//go:wasmexport` functions), then `wit-c component --wit wit/` embeds the world's type and
+#    adapts the WASI preview1 imports.
+#
+# Idempotent: installs only what is missing. Go's build cache makes a rebuild with no change fast.
+set -euo pipefail
+
+if [ "$#" -ne 2 ]; then
+  echo "usage: $0 <name> <package-dir>" >&2
+  exit 2
+fi
+name=$1
+package=$(cd "$2" && pwd)
+
+sdk=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$sdk/../.." && pwd)
+target=${CARGO_TARGET_DIR:-$repo/target}
+case $target in /*) ;; *) target=$PWD/$target ;; esac  # relative to the cwd, as for cargo
+build=$target/guests/go/$name
+out=$target/guests/$name.wasm
+toolchains=$repo/.toolchains/go
+
+GO_VERSION=1.26.8
+WIT_BINDGEN_VERSION=0.63.0
+
+# 1. Go.
+go=$(command -v go || true)
+if [ -z "$go" ] || [ "$("$go" env GOVERSION)" != "go$GO_VERSION" ]; then
+  go=$toolchains/go$GO_VERSION/bin/go
+  if [ ! -x "$go" ]; then
+    arch=$(uname -m); case $arch in x86_64) arch=amd64 ;; aarch64) arch=arm64 ;; esac
+    proxy=${GOPROXY:-https://proxy.golang.org}; proxy=${proxy%%,*}
+    zip=$toolchains/go$GO_VERSION.zip
+    echo "== installing Go $GO_VERSION (golang.org/toolchain from $proxy)"
+    mkdir -p "$toolchains"
+    curl -fsSL -o "$zip" "$proxy/golang.org/toolchain/@v/v0.0.1-go$GO_VERSION.linux-$arch.zip"
+    rm -rf "$toolchains/unpack" && mkdir "$toolchains/unpack"
+    (cd "$toolchains/unpack" && unzip -q "$zip")
+    mv "$toolchains/unpack/golang.org/toolchain@v0.0.1-go$GO_VERSION.linux-$arch" \
+      "$toolchains/go$GO_VERSION"
+    rm -rf "$toolchains/unpack" "$zip"
+  fi
+fi
+export GOTOOLCHAIN=local
+
+# 2. wit-bindgen and its Go runtime package.
+bindgen_root=$toolchains/wit-bindgen-$WIT_BINDGEN_VERSION
+wit_bindgen=$bindgen_root/bin/wit-bindgen
+if [ ! -x "$wit_bindgen" ]; then
+  echo "== installing wit-bindgen-cli $WIT_BINDGEN_VERSION (Go generator; minutes, once)"
+  "${CARGO:-cargo}" install --quiet --locked wit-bindgen-cli --version "=$WIT_BINDGEN_VERSION" \
+    --no-default-features --features go --root "$bindgen_root"
+fi
+runtime=$bindgen_root/pkg
+if [ ! -f "$runtime/go.mod" ]; then
+  crate=$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"wit-bindgen-go-$WIT_BINDGEN_VERSION" \
+    2>/dev/null | head -n1)
+  if [ -z "$crate" ]; then  # the unpacked sources were cleaned: have cargo unpack them again
+    "${CARGO:-cargo}" install --quiet --locked --force wit-bindgen-cli \
+      --version "=$WIT_BINDGEN_VERSION" --no-default-features --features go --root "$bindgen_root"
+    crate=$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"wit-bindgen-go-$WIT_BINDGEN_VERSION" | head -n1)
+  fi
+  rm -rf "$runtime.tmp" && mkdir -p "$runtime.tmp"
+  cp -r "$crate/src/pkg/wit" "$crate/src/pkg/go.mod" "$crate/src/pkg/LICENSE" "$runtime.tmp/"
+  # It declares a newer `go` line than it needs; it builds with the pinned Go.
+  sed -i "s/^go .*/go ${GO_VERSION%.*}/" "$runtime.tmp/go.mod"
+  mv "$runtime.tmp" "$runtime"
+fi
+
+# 3. wit-c.
+wit_c=$target/debug/wit-c
+if [ ! -x "$wit_c" ] || [ -n "$(find "$repo/tools/wit-c" "$repo/Cargo.lock" -type f \
+    -newer "$wit_c" -print -quit)" ]; then
+  echo "== building wit-c (tools/wit-c)"
+  "${CARGO:-cargo}" build --quiet --locked --manifest-path "$repo/Cargo.toml" -p wit-c \
+    --target-dir "$target"
+  touch "$wit_c"
+fi
+
+# 4. Bindings, glue and workspace.
+mkdir -p "$build"
+rm -rf "$build/bindings.tmp"
+"$wit_bindgen" go --quiet --out-dir "$build/bindings.tmp" "$repo/wit" 2>&1 | { grep -v "^Generating" >&2 || true; }
+module=$(cd "$package" && "$go" list -m)
+import=$(cd "$package" && "$go" list .)
+mkdir -p "$build/bindings.tmp/export_wit_world"
+sed "s|RECONCILER_PACKAGE|$import|" "$sdk/component/glue.go" \
+  > "$build/bindings.tmp/export_wit_world/glue.go"
+if ! diff -rq "$build/bindings.tmp" "$build/bindings" >/dev/null 2>&1; then
+  rm -rf "$build/bindings" && mv "$build/bindings.tmp" "$build/bindings"
+else
+  rm -rf "$build/bindings.tmp"
+fi
+cat > "$build/go.work" <<WORK
+go ${GO_VERSION%.*}
+
+use (
+	./bindings
+	$sdk
+	$(cd "$package" && dirname "$("$go" env GOMOD)")
+)
+
+// The runtime package the bindings import, from the wit-bindgen-go crate.
+replace go.bytecodealliance.org/pkg => $runtime
+WORK
+
+# 5. Core module, then component.
+echo "== building $name ($module)"
+(cd "$build/bindings" && GOWORK=$build/go.work GOOS=wasip1 GOARCH=wasm "$go" build \
+  -buildmode=c-shared -tags reconcile_component -trimpath -ldflags="-checklinkname=0" \
+  -o "$build/$name.core.wasm" .)
+"$wit_c" component --wit "$repo/wit" "$build/$name.core.wasm" "$out"
+echo "== built $out ($(stat -c %s "$out") bytes)"
