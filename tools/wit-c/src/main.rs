@@ -5,6 +5,9 @@
 //! ```text
 //! wit-c bindings <WIT_DIR> <OUT_DIR>     reconciler.h, reconciler.c, reconciler_component_type.o
 //! wit-c component <CORE_WASM> <OUT_WASM> the component, WASI preview1 imports adapted to preview2
+//! wit-c component --wit <WIT_DIR> <CORE_WASM> <OUT_WASM>
+//!                                        the same for a module without the world's type section
+//!                                        (Go: wit-bindgen go does not emit one), embedding it first
 //! ```
 //!
 //! Both commands rewrite an output file only when its content changes, so timestamps stay put
@@ -25,13 +28,18 @@ const WORLD: &str = "kube:reconcile/reconciler";
 
 const USAGE: &str = "usage:
   wit-c bindings <WIT_DIR> <OUT_DIR>      generate the C bindings of the reconciler world
-  wit-c component <CORE_WASM> <OUT_WASM>  turn a core module (wasm32-wasi, reactor) into a component";
+  wit-c component <CORE_WASM> <OUT_WASM>  turn a core module (wasm32-wasi, reactor) into a component
+  wit-c component --wit <WIT_DIR> <CORE_WASM> <OUT_WASM>
+                                          the same, embedding the reconciler world's type first";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
         ["bindings", wit, out] => bindings(Path::new(wit), Path::new(out)),
-        ["component", core, out] => component(Path::new(core), Path::new(out)),
+        ["component", core, out] => component(Path::new(core), Path::new(out), None),
+        ["component", "--wit", wit, core, out] => {
+            component(Path::new(core), Path::new(out), Some(Path::new(wit)))
+        }
         _ => {
             eprintln!("{USAGE}");
             return ExitCode::from(2);
@@ -70,15 +78,33 @@ fn bindings(wit: &Path, out: &Path) -> Result<()> {
 
 /// Encodes the core module at `core` as a component at `out`. The module must carry the
 /// component-type section of the bindings (link `reconciler_component_type.o`); its WASI
-/// preview1 imports, if any, are satisfied by wasmtime's preview1 reactor adapter.
-fn component(core: &Path, out: &Path) -> Result<()> {
-    let module = std::fs::read(core)
+/// preview1 imports, if any, are satisfied by wasmtime's preview1 reactor adapter. With `wit`,
+/// the reconciler world's type from that WIT directory is embedded first.
+fn component(core: &Path, out: &Path, wit: Option<&Path>) -> Result<()> {
+    let mut module = std::fs::read(core)
         .with_context(|| format!("cannot read the core module {}", core.display()))?;
     if is_component(&module) {
         bail!(
             "{} is already a component, not a core module",
             core.display()
         );
+    }
+    if let Some(wit) = wit {
+        let mut resolve = Resolve::default();
+        let (package, _) = resolve
+            .push_path(wit)
+            .with_context(|| format!("cannot parse the WIT package in {}", wit.display()))?;
+        let world = resolve
+            .select_world(&[package], Some(WORLD))
+            .with_context(|| format!("{} has no world `{WORLD}`", wit.display()))?;
+        wit_component::embed_component_metadata(
+            &mut module,
+            &resolve,
+            world,
+            wit_component::StringEncoding::UTF8,
+            false,
+        )
+        .with_context(|| format!("cannot embed the reconciler world into {}", core.display()))?;
     }
     let component = wit_component::ComponentEncoder::default()
         .validate(true)
@@ -165,7 +191,7 @@ mod tests {
         std::fs::write(&component, b"\0asm\x0d\0\x01\0").expect("written");
         let error = format!(
             "{:#}",
-            super::component(&component, &dir.join("out.wasm")).expect_err("refused")
+            super::component(&component, &dir.join("out.wasm"), None).expect_err("refused")
         );
         assert!(
             error.contains("already.wasm is already a component"),
@@ -176,7 +202,7 @@ mod tests {
         std::fs::write(&garbage, b"not wasm").expect("written");
         let error = format!(
             "{:#}",
-            super::component(&garbage, &dir.join("out.wasm")).expect_err("refused")
+            super::component(&garbage, &dir.join("out.wasm"), None).expect_err("refused")
         );
         assert!(
             error
