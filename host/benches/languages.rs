@@ -1,5 +1,5 @@
 //! Guests across languages: the noop guest of each language — Rust (`host/tests/guests/noop`),
-//! Python, JavaScript and C (`host/tests/guests/noop-<language>/`, each built by its own
+//! Python, JavaScript, C and Go (`host/tests/guests/noop-<language>/`, each built by its own
 //! `build.sh`, which installs the pinned toolchain) — on the host's engine with the pooling
 //! allocator. Every noop reads the request and answers `done`; what differs is the language
 //! runtime inside the component.
@@ -53,7 +53,7 @@ struct Language {
     build: fn() -> PathBuf,
 }
 
-const LANGUAGES: [Language; 4] = [
+const LANGUAGES: [Language; 5] = [
     Language {
         name: "rust",
         build: || build_rust_guest("noop"),
@@ -69,6 +69,10 @@ const LANGUAGES: [Language; 4] = [
     Language {
         name: "c",
         build: || build_scripted_guest("host/tests/guests/noop-c/build.sh", "noop-c"),
+    },
+    Language {
+        name: "go",
+        build: || build_scripted_guest("host/tests/guests/noop-go/build.sh", "noop-go"),
     },
 ];
 
