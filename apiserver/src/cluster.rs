@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::faults::Faults;
+use crate::generation;
 use crate::patch;
 use crate::resources::{Registry, Resource, crd_resources};
 use crate::store::{Mutation, Outcome, Store};
@@ -121,16 +122,6 @@ pub(crate) fn meta_mut(v: &mut Value) -> &mut Map<String, Value> {
     v["metadata"]
         .as_object_mut()
         .expect("metadata is an object")
-}
-
-/// Whether two objects differ outside `metadata` and `status` (what bumps `generation`).
-fn spec_differs(a: &Value, b: &Value) -> bool {
-    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
-        return a != b;
-    };
-    let keys = a.keys().chain(b.keys());
-    keys.filter(|k| !matches!(k.as_str(), "metadata" | "status"))
-        .any(|k| a.get(k) != b.get(k))
 }
 
 /// The object without the fields every write rewrites, to detect no-op updates.
@@ -251,7 +242,10 @@ impl Cluster {
         meta.insert("name".into(), json!(name));
         meta.insert("uid".into(), json!(new_uid()));
         meta.insert("creationTimestamp".into(), json!(now));
-        meta.insert("generation".into(), json!(1));
+        match generation::on_create(res) {
+            Some(g) => meta.insert("generation".into(), json!(g)),
+            None => meta.remove("generation"),
+        };
         for key in [
             "resourceVersion",
             "deletionTimestamp",
@@ -434,16 +428,14 @@ impl Cluster {
             if *table == *CRDS {
                 crd_resources(&next).map_err(|m| ApiError::invalid(&res.kind, name, m))?;
             }
-            let generation = current
-                .pointer("/metadata/generation")
-                .and_then(Value::as_i64)
-                .unwrap_or(1);
-            let bumped = if spec_differs(&current, &next) {
-                generation + 1
-            } else {
-                generation
-            };
-            next["metadata"]["generation"] = json!(bumped);
+            match generation::on_update(res, &current, &next, part == Part::Status) {
+                Some(g) => {
+                    meta_mut(&mut next).insert("generation".into(), json!(g));
+                }
+                None => {
+                    meta_mut(&mut next).remove("generation");
+                }
+            }
             if comparable(&current) == comparable(&next) {
                 return Ok(Mutation::Keep(current));
             }

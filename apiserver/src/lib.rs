@@ -7,6 +7,7 @@ mod delete;
 pub mod error;
 pub mod faults;
 mod gc;
+mod generation;
 mod http;
 pub mod patch;
 mod patching;

@@ -313,7 +313,10 @@ impl ApiServer {
                 .expect("metadata checked above");
             meta.insert("uid".into(), json!(new_uid()));
             meta.insert("creationTimestamp".into(), json!(now));
-            meta.insert("generation".into(), json!(1));
+            match crate::generation::on_create(&res) {
+                Some(g) => meta.insert("generation".into(), json!(g)),
+                None => meta.remove("generation"),
+            };
             let table = res.table();
             if *table == *CRDS {
                 let served = crd_resources(&obj).map_err(|m| ApiError::invalid(&kind, &name, m))?;

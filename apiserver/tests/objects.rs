@@ -21,13 +21,12 @@ fn deployment(name: &str) -> Value {
 }
 
 #[tokio::test]
-async fn create_returns_201_with_uid_timestamp_generation_and_a_fresh_version() {
+async fn create_returns_201_with_uid_timestamp_and_a_fresh_version() {
     let s = server().await;
     let h = Http::new(&s);
     let before = s.resource_version();
     let (code, obj) = h.post(CMS, &configmap("a", json!({}))).await;
     assert_eq!(code, 201, "{obj}");
-    assert_eq!(obj["metadata"]["generation"], 1);
     assert_eq!(obj["metadata"]["uid"].as_str().unwrap().len(), 36);
     assert!(
         obj["metadata"]["creationTimestamp"]
@@ -100,6 +99,46 @@ async fn update_with_a_stale_resource_version_is_409_conflict() {
     let (code, status) = h.put(&format!("{CMS}/a"), &stale).await;
     assert_eq!(code, 409);
     assert_eq!(status["reason"], "Conflict");
+}
+
+fn cm_with_data(name: &str, data: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data})
+}
+
+#[tokio::test]
+async fn configmaps_secrets_and_leases_get_no_generation_like_a_real_server() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let (code, cm) = h.post(CMS, &cm_with_data("a", json!({"k": "1"}))).await;
+    assert_eq!(code, 201, "{cm}");
+    assert!(cm["metadata"].get("generation").is_none(), "{cm}");
+    let mut changed = cm.clone();
+    changed["data"]["k"] = json!("2");
+    let (code, cm) = h.put(&format!("{CMS}/a"), &changed).await;
+    assert_eq!(code, 200, "{cm}");
+    assert!(cm["metadata"].get("generation").is_none(), "{cm}");
+    let (code, secret) = h
+        .post(
+            "/api/v1/namespaces/default/secrets",
+            &json!({"metadata": {"name": "s"}, "data": {"k": "MQ=="}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{secret}");
+    assert!(secret["metadata"].get("generation").is_none(), "{secret}");
+    let (code, lease) = h
+        .post(
+            "/apis/coordination.k8s.io/v1/namespaces/default/leases",
+            &json!({"metadata": {"name": "l"}, "spec": {"holderIdentity": "a"}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{lease}");
+    assert!(lease["metadata"].get("generation").is_none(), "{lease}");
+    let (code, deploy) = h.post(DEPLOYS, &deployment("web")).await;
+    assert_eq!(code, 201, "{deploy}");
+    assert_eq!(
+        deploy["metadata"]["generation"], 1,
+        "Deployments keep theirs"
+    );
 }
 
 #[tokio::test]
