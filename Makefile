@@ -13,10 +13,10 @@ WASM := --release --target wasm32-wasip2
 SCRIPTED_EXAMPLES := $(sort $(wildcard examples/*/build.sh))
 SCRIPTED_GUESTS := $(sort $(wildcard host/tests/guests/*/build.sh))
 
-.PHONY: test deps fmt-check clippy guests unit static bench dev examples
+.PHONY: test deps fmt-check clippy guests unit go-test static bench dev examples
 
 ## Everything CI checks: toolchain and test dependencies, formatting, lints, all tests.
-test: deps fmt-check clippy guests unit static
+test: deps fmt-check clippy guests unit go-test static
 
 ## Installs what the tests need (rustup components and target, the Python client, kubectl).
 deps:
@@ -37,6 +37,11 @@ guests:
 
 unit:
 	PATH="$(VENV)/bin:$$PATH" $(CARGO) test --workspace --locked
+
+## The Go guests' own tests with the SDK's fake host: plain `go test`, no wasm.
+go-test:
+	cd guest-sdk/go && go test ./...
+	cd examples/website-go && go test ./...
 
 ## The static reconcile-host the container image holds (x86_64-unknown-linux-musl, release):
 ## target/static/reconcile-host. The Dockerfile's build stage runs the same script.
