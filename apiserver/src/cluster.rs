@@ -14,6 +14,7 @@ use crate::patch;
 use crate::resources::{Registry, Resource, crd_resources};
 use crate::store::{Mutation, Outcome, Store};
 use crate::util::{name_suffix, new_uid, now_rfc3339, validate_subdomain};
+use crate::validation;
 
 /// The table of namespaces.
 pub const NAMESPACES: &str = "namespaces";
@@ -260,6 +261,8 @@ impl Cluster {
             o.remove("status");
         }
         let crd = self.prepare_special_create(res, &mut obj)?;
+        validation::normalize(res, &mut obj);
+        validation::validate(res, &obj)?;
         if !opts.applied {
             patch::record_update(None, &mut obj, &opts.field_manager, &now);
         }
@@ -425,6 +428,8 @@ impl Cluster {
                 }
             };
             keep_server_fields(&current, &mut next, res);
+            validation::normalize(res, &mut next);
+            validation::validate(res, &next)?;
             if *table == *CRDS {
                 crd_resources(&next).map_err(|m| ApiError::invalid(&res.kind, name, m))?;
             }

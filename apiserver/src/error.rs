@@ -57,6 +57,9 @@ pub enum ApiError {
         /// The failing field and why.
         message: String,
     },
+    /// 413 RequestEntityTooLarge: the request body is over the 3 MiB a real server reads.
+    #[error("Request entity too large: {0}")]
+    RequestEntityTooLarge(String),
     /// 400 BadRequest: the request itself is malformed.
     #[error("{0}")]
     BadRequest(String),
@@ -101,6 +104,7 @@ impl ApiError {
             | ApiError::FieldConflict { .. } => 409,
             ApiError::Invalid { .. } => 422,
             ApiError::BadRequest(_) => 400,
+            ApiError::RequestEntityTooLarge(_) => 413,
             ApiError::Gone(_) | ApiError::Expired(_) => 410,
             ApiError::TooManyRequests { .. } => 429,
             ApiError::MethodNotAllowed(_) => 405,
@@ -119,6 +123,7 @@ impl ApiError {
             ApiError::Conflict { .. } | ApiError::FieldConflict { .. } => "Conflict",
             ApiError::Invalid { .. } => "Invalid",
             ApiError::BadRequest(_) => "BadRequest",
+            ApiError::RequestEntityTooLarge(_) => "RequestEntityTooLarge",
             ApiError::Gone(_) => "Gone",
             ApiError::Expired(_) => "Expired",
             ApiError::TooManyRequests { .. } => "TooManyRequests",

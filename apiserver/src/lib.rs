@@ -17,6 +17,7 @@ mod server;
 mod store;
 mod tls;
 mod util;
+mod validation;
 
 pub use config::Config;
 pub use error::{ApiError, ClientError, StartError, WriteError};

@@ -666,3 +666,93 @@ async fn discovery_lists_the_built_ins_with_their_scope() {
     let (_, api) = h.get("/api").await;
     assert_eq!(api["versions"], json!(["v1"]));
 }
+
+#[tokio::test]
+async fn configmap_or_secret_data_over_one_mebibyte_is_422_invalid() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let big = "x".repeat(1024 * 1024 + 1);
+    let (code, status) = h.post(CMS, &cm_with_data("big", json!({"k": big}))).await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(status["reason"], "Invalid");
+    let message = status["message"].as_str().unwrap();
+    assert!(
+        message.contains("Too long: may not be more than 1048576 bytes"),
+        "{message}"
+    );
+    let (code, _) = h.get(&format!("{CMS}/big")).await;
+    assert_eq!(code, 404, "nothing was stored");
+
+    let (code, cm) = h.post(CMS, &cm_with_data("small", json!({"k": "v"}))).await;
+    assert_eq!(code, 201, "{cm}");
+    let (code, status) = h
+        .patch(
+            &format!("{CMS}/small"),
+            "application/merge-patch+json",
+            &json!({"data": {"k": "y".repeat(1024 * 1024 + 1)}}),
+        )
+        .await;
+    assert_eq!(code, 422, "an update over the limit is refused too: {status}");
+
+    let secret_bytes = 1024 * 1024 + 3;
+    let encoded = "QUJD".repeat(secret_bytes / 3);
+    let (code, status) = h
+        .post(
+            "/api/v1/namespaces/default/secrets",
+            &json!({"metadata": {"name": "big"}, "data": {"k": encoded}}),
+        )
+        .await;
+    assert_eq!(code, 422, "{status}");
+    assert!(
+        status["message"].as_str().unwrap().contains("data: Too long"),
+        "{status}"
+    );
+}
+
+#[tokio::test]
+async fn request_body_over_three_mebibytes_is_413_request_entity_too_large() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let huge = "x".repeat(3 * 1024 * 1024 + 1);
+    let (code, status) = h.post(CMS, &cm_with_data("huge", json!({"k": huge}))).await;
+    assert_eq!(code, 413, "{status}");
+    assert_eq!(status["reason"], "RequestEntityTooLarge");
+    assert_eq!(
+        status["message"],
+        "Request entity too large: limit is 3145728"
+    );
+}
+
+#[tokio::test]
+async fn secret_string_data_is_folded_into_base64_data_on_create_and_update() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let path = "/api/v1/namespaces/default/secrets";
+    let (code, secret) = h
+        .post(
+            path,
+            &json!({"metadata": {"name": "s"}, "data": {"a": "eA==", "b": "eA=="},
+                    "stringData": {"b": "hello", "c": "world"}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{secret}");
+    assert_eq!(
+        secret["data"],
+        json!({"a": "eA==", "b": "aGVsbG8=", "c": "d29ybGQ="}),
+        "stringData wins over data and is stored base64"
+    );
+    assert!(secret.get("stringData").is_none(), "{secret}");
+    let (code, patched) = h
+        .patch(
+            &format!("{path}/s"),
+            "application/merge-patch+json",
+            &json!({"stringData": {"a": "hi"}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{patched}");
+    assert_eq!(patched["data"]["a"], "aGk=");
+    assert!(patched.get("stringData").is_none(), "{patched}");
+    let (_, stored) = h.get(&format!("{path}/s")).await;
+    assert_eq!(stored["data"]["c"], "d29ybGQ=");
+    assert!(stored.get("stringData").is_none(), "{stored}");
+}

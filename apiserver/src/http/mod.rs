@@ -24,8 +24,9 @@ use crate::error::ApiError;
 use crate::faults::Verb;
 use crate::resources::Resource;
 
-/// Largest request body accepted (a real server's limit is 3 MiB per object).
-const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// Largest request body accepted: a real server reads at most 3 MiB
+/// (`MaxRequestBodyBytes`) and answers 413 RequestEntityTooLarge beyond.
+const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
 /// State shared by the handlers.
 pub(crate) struct App {
@@ -79,6 +80,18 @@ pub(crate) fn error_response(err: &ApiError) -> Response {
     resp
 }
 
+/// Whether reading a body failed because it is over [`MAX_BODY_BYTES`].
+fn is_length_limit(err: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = source {
+        if e.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = e.source();
+    }
+    false
+}
+
 fn not_found_path(path: &str) -> ApiError {
     ApiError::NoRoute(path.to_string())
 }
@@ -121,9 +134,14 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     let headers = req.headers().clone();
     let body = match axum::body::to_bytes(req.into_body(), MAX_BODY_BYTES).await {
         Ok(b) => b,
+        Err(e) if is_length_limit(&e) => {
+            return error_response(&ApiError::RequestEntityTooLarge(format!(
+                "limit is {MAX_BODY_BYTES}"
+            )));
+        }
         Err(e) => {
             return error_response(&ApiError::BadRequest(format!(
-                "failed to read the request body (at most {MAX_BODY_BYTES} bytes): {e}"
+                "failed to read the request body: {e}"
             )));
         }
     };
