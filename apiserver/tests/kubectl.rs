@@ -277,6 +277,69 @@ async fn kubectl_api_resources_lists_the_built_in_kinds() {
     assert!(!ns.lines().any(|l| l == "configmaps"), "{ns}");
 }
 
+/// Every installed kubectl: the default one plus the versioned binaries (`kubectl.1.27`, ...)
+/// the Google Cloud SDK installs beside it.
+fn installed_kubectls() -> Vec<PathBuf> {
+    let default = kubectl_binary();
+    let dir = std::fs::canonicalize(&default)
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf));
+    let mut versioned: Vec<PathBuf> = dir
+        .and_then(|d| std::fs::read_dir(d).ok())
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("kubectl.1."))
+        })
+        .collect();
+    versioned.sort();
+    versioned.insert(0, default);
+    versioned
+}
+
+#[tokio::test]
+async fn every_installed_kubectl_version_finds_the_resource_types() {
+    let s = server().await;
+    let setup = Kubectl::new(&s, "versions-setup");
+    setup
+        .run(&["apply", "-f", p(&setup.write("cm.yaml", CM_V1))])
+        .await
+        .unwrap();
+    let kubectls = installed_kubectls();
+    for bin in &kubectls {
+        let name = bin
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("kubectl");
+        let mut k = Kubectl::new(&s, &format!("versions-{name}"));
+        k.bin = bin.clone();
+        let table = k
+            .run(&["get", "cm"])
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        assert!(table.contains("demo"), "{name}: {table}");
+        let resources = k
+            .run(&["api-resources", "-o", "name"])
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        for expected in [
+            "configmaps",
+            "deployments.apps",
+            "leases.coordination.k8s.io",
+        ] {
+            assert!(
+                resources.lines().any(|l| l == expected),
+                "{name}: {expected} missing from:\n{resources}"
+            );
+        }
+    }
+    eprintln!("checked {} kubectl binaries: {kubectls:?}", kubectls.len());
+}
+
 const CRD: &str = "apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:

@@ -25,11 +25,12 @@ pub(crate) fn serve(
     if *method != Method::GET {
         return None;
     }
-    if wants_aggregated(headers) {
-        match segments {
-            ["api"] => return Some(aggregated(cluster, true)),
-            ["apis"] => return Some(aggregated(cluster, false)),
-            _ => {}
+    if let ["api" | "apis"] = segments {
+        match negotiate(headers) {
+            Form::Plain => {}
+            Form::Aggregated(version) => {
+                return Some(aggregated(cluster, segments[0] == "api", version));
+            }
         }
     }
     let ok = |v: Value| Some(json_response(StatusCode::OK, v.to_string()));
@@ -90,19 +91,76 @@ pub(crate) fn serve(
     }
 }
 
-/// The media type of aggregated discovery (`apidiscovery.k8s.io/v2`).
-const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+/// The form of `/api` and `/apis` a client's `Accept` chooses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Form {
+    /// `APIVersions` / `APIGroupList` as plain JSON.
+    Plain,
+    /// Aggregated discovery (`APIGroupDiscoveryList`) of this `apidiscovery.k8s.io` version.
+    Aggregated(&'static str),
+}
 
-fn wants_aggregated(headers: &HeaderMap) -> bool {
-    headers
+/// Picks the form as upstream's content negotiation does: the media types of `Accept` by
+/// descending `q` (ties keep the client's order), the first one served wins. Served:
+/// `application/json` with `g=apidiscovery.k8s.io;as=APIGroupDiscoveryList` and `v=v2` or
+/// `v=v2beta1`, and plain JSON (`application/json`, `application/*`, `*/*`, no `as`). Protobuf
+/// and any other `as=` are skipped. No `Accept`, or none served, means plain JSON (upstream
+/// would answer protobuf to a protobuf-only client; this server answers JSON to everything).
+fn negotiate(headers: &HeaderMap) -> Form {
+    let Some(accept) = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
-        .and_then(|a| a.split(',').next())
-        .is_some_and(|first| first.contains("as=APIGroupDiscoveryList") && first.contains("v=v2"))
+        .filter(|a| !a.trim().is_empty())
+    else {
+        return Form::Plain;
+    };
+    let mut ranges: Vec<(f32, Option<Form>)> = accept
+        .split(',')
+        .map(|range| {
+            let mut parts = range.split(';').map(str::trim);
+            let media = parts.next().unwrap_or_default().to_ascii_lowercase();
+            let (mut q, mut g, mut v, mut as_) = (1.0_f32, None, None, None);
+            for param in parts {
+                let Some((key, value)) = param.split_once('=') else {
+                    continue;
+                };
+                let value = value.trim().trim_matches('"');
+                match key.trim() {
+                    "q" => q = value.parse().unwrap_or(0.0),
+                    "g" => g = Some(value),
+                    "v" => v = Some(value),
+                    "as" => as_ = Some(value),
+                    _ => {}
+                }
+            }
+            let json = matches!(media.as_str(), "application/json" | "application/*" | "*/*");
+            let form = match (json, as_, g, v) {
+                (false, _, _, _) => None,
+                (true, None, _, _) => Some(Form::Plain),
+                (true, Some("APIGroupDiscoveryList"), Some("apidiscovery.k8s.io"), Some("v2")) => {
+                    Some(Form::Aggregated("v2"))
+                }
+                (
+                    true,
+                    Some("APIGroupDiscoveryList"),
+                    Some("apidiscovery.k8s.io"),
+                    Some("v2beta1"),
+                ) => Some(Form::Aggregated("v2beta1")),
+                _ => None,
+            };
+            (q, form)
+        })
+        .filter(|(q, _)| *q > 0.0)
+        .collect();
+    ranges.sort_by(|a, b| b.0.total_cmp(&a.0));
+    ranges
+        .into_iter()
+        .find_map(|(_, form)| form)
+        .unwrap_or(Form::Plain)
 }
 
 /// The aggregated discovery document of the core group (`core`) or of all named groups.
-fn aggregated(cluster: &Cluster, core: bool) -> Response {
+fn aggregated(cluster: &Cluster, core: bool, version: &str) -> Response {
     let groups: Vec<(String, Vec<String>)> = if core {
         vec![(String::new(), vec!["v1".to_string()])]
     } else {
@@ -133,14 +191,18 @@ fn aggregated(cluster: &Cluster, core: bool) -> Response {
         .collect();
     let doc = json!({
         "kind": "APIGroupDiscoveryList",
-        "apiVersion": "apidiscovery.k8s.io/v2",
+        "apiVersion": format!("apidiscovery.k8s.io/{version}"),
         "metadata": {},
         "items": items,
     });
     let mut resp = json_response(StatusCode::OK, doc.to_string());
-    if let Ok(v) = AGGREGATED.parse() {
+    let content_type =
+        format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList");
+    if let Ok(v) = content_type.parse() {
         resp.headers_mut().insert(header::CONTENT_TYPE, v);
     }
+    resp.headers_mut()
+        .insert(header::VARY, header::HeaderValue::from_static("Accept"));
     resp
 }
 
@@ -254,4 +316,44 @@ fn openapi_group_version(resources: &[std::sync::Arc<Resource>]) -> Value {
         "paths": paths,
         "components": {"schemas": {}},
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn form(accept: &str) -> Form {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::ACCEPT, accept.parse().expect("header"));
+        negotiate(&headers)
+    }
+
+    const V2: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+    const V2BETA1: &str =
+        "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList";
+    const PB_V2: &str =
+        "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+    #[test]
+    fn each_client_gets_a_form_it_listed() {
+        assert_eq!(
+            form(&format!("{V2},{V2BETA1},application/json")),
+            Form::Aggregated("v2")
+        );
+        assert_eq!(
+            form(&format!("{V2BETA1},application/json")),
+            Form::Aggregated("v2beta1")
+        );
+        assert_eq!(
+            form(&format!("{PB_V2},{V2BETA1},application/json")),
+            Form::Aggregated("v2beta1")
+        );
+        assert_eq!(form("application/json, */*"), Form::Plain);
+        assert_eq!(
+            form(&format!("application/json;q=0.9,{V2BETA1}")),
+            Form::Aggregated("v2beta1")
+        );
+        assert_eq!(form("application/vnd.kubernetes.protobuf"), Form::Plain);
+        assert_eq!(negotiate(&HeaderMap::new()), Form::Plain);
+    }
 }
