@@ -96,173 +96,27 @@ const ALL_VERBS: &[&str] = &[
     "watch",
 ];
 
-#[allow(clippy::too_many_arguments)]
-fn builtin(
-    group: &str,
-    plural: &str,
-    singular: &str,
-    kind: &str,
-    short: &[&str],
-    namespaced: bool,
-    status: bool,
-    all: bool,
-) -> Resource {
-    Resource {
-        group: group.into(),
-        version: "v1".into(),
-        plural: plural.into(),
-        singular: singular.into(),
-        kind: kind.into(),
-        short_names: short.iter().map(|s| s.to_string()).collect(),
-        categories: if all { vec!["all".into()] } else { vec![] },
-        namespaced,
-        status,
-        verbs: ALL_VERBS.to_vec(),
-        crd: None,
-    }
-}
-
-/// The built-in resources.
+/// The built-in resources: every kind of [`crate::builtins::all`] with its [`crate::builtins::extras`].
 pub fn builtins() -> Vec<Resource> {
-    let mut ns = builtin(
-        "",
-        "namespaces",
-        "namespace",
-        "Namespace",
-        &["ns"],
-        false,
-        true,
-        false,
-    );
-    ns.verbs = vec![
-        "create", "delete", "get", "list", "patch", "update", "watch",
-    ];
-    vec![
-        ns,
-        builtin(
-            "",
-            "configmaps",
-            "configmap",
-            "ConfigMap",
-            &["cm"],
-            true,
-            false,
-            false,
-        ),
-        builtin("", "secrets", "secret", "Secret", &[], true, false, false),
-        builtin("", "pods", "pod", "Pod", &["po"], true, true, true),
-        builtin(
-            "",
-            "services",
-            "service",
-            "Service",
-            &["svc"],
-            true,
-            true,
-            true,
-        ),
-        builtin(
-            "",
-            "serviceaccounts",
-            "serviceaccount",
-            "ServiceAccount",
-            &["sa"],
-            true,
-            false,
-            false,
-        ),
-        builtin("", "events", "event", "Event", &["ev"], true, false, false),
-        builtin(
-            "apps",
-            "deployments",
-            "deployment",
-            "Deployment",
-            &["deploy"],
-            true,
-            true,
-            true,
-        ),
-        builtin(
-            "coordination.k8s.io",
-            "leases",
-            "lease",
-            "Lease",
-            &[],
-            true,
-            false,
-            false,
-        ),
-        builtin(
-            "policy",
-            "poddisruptionbudgets",
-            "poddisruptionbudget",
-            "PodDisruptionBudget",
-            &["pdb"],
-            true,
-            true,
-            false,
-        ),
-        builtin(
-            "rbac.authorization.k8s.io",
-            "roles",
-            "role",
-            "Role",
-            &[],
-            true,
-            false,
-            false,
-        ),
-        builtin(
-            "rbac.authorization.k8s.io",
-            "rolebindings",
-            "rolebinding",
-            "RoleBinding",
-            &[],
-            true,
-            false,
-            false,
-        ),
-        builtin(
-            "rbac.authorization.k8s.io",
-            "clusterroles",
-            "clusterrole",
-            "ClusterRole",
-            &[],
-            false,
-            false,
-            false,
-        ),
-        builtin(
-            "rbac.authorization.k8s.io",
-            "clusterrolebindings",
-            "clusterrolebinding",
-            "ClusterRoleBinding",
-            &[],
-            false,
-            false,
-            false,
-        ),
-        builtin(
-            "events.k8s.io",
-            "events",
-            "event",
-            "Event",
-            &["ev"],
-            true,
-            false,
-            false,
-        ),
-        builtin(
-            "apiextensions.k8s.io",
-            "customresourcedefinitions",
-            "customresourcedefinition",
-            "CustomResourceDefinition",
-            &["crd", "crds"],
-            false,
-            true,
-            false,
-        ),
-    ]
+    crate::builtins::all()
+        .into_iter()
+        .map(|k| {
+            let extras = crate::builtins::extras(k.group, k.plural);
+            Resource {
+                group: k.group.into(),
+                version: k.version.into(),
+                plural: k.plural.into(),
+                singular: k.kind.to_lowercase(),
+                kind: k.kind.into(),
+                short_names: extras.short_names.iter().map(|s| s.to_string()).collect(),
+                categories: extras.categories.iter().map(|s| s.to_string()).collect(),
+                namespaced: k.namespaced,
+                status: extras.subresources.contains(&"status"),
+                verbs: extras.verbs.unwrap_or(ALL_VERBS).to_vec(),
+                crd: None,
+            }
+        })
+        .collect()
 }
 
 /// A served API group with its versions, preferred first.
@@ -461,6 +315,55 @@ mod tests {
         let pdb = reg.find_kind("policy/v1", "PodDisruptionBudget").unwrap();
         assert!(pdb.namespaced && pdb.status);
         assert_eq!(pdb.short_names, ["pdb"]);
+    }
+
+    #[test]
+    fn every_ga_kind_of_k8s_openapi_is_served_with_upstream_names() {
+        let reg = Registry::default();
+        let quota = reg
+            .find("", "v1", "resourcequotas")
+            .expect("resourcequotas");
+        assert!(quota.namespaced && quota.status);
+        assert_eq!(quota.short_names, ["quota"]);
+        assert_eq!(quota.singular, "resourcequota");
+        let hpa = reg
+            .groups()
+            .into_iter()
+            .find(|g| g.name == "autoscaling")
+            .unwrap();
+        assert_eq!(hpa.versions, ["v2", "v1"], "v2 is preferred, as upstream");
+        for (group, plural, namespaced) in [
+            ("", "nodes", false),
+            ("", "persistentvolumeclaims", true),
+            ("apps", "statefulsets", true),
+            ("batch", "cronjobs", true),
+            ("networking.k8s.io", "ingresses", true),
+            ("storage.k8s.io", "storageclasses", false),
+            ("apiregistration.k8s.io", "apiservices", false),
+            ("resource.k8s.io", "resourceclaims", true),
+        ] {
+            let r = reg
+                .find(
+                    group,
+                    if plural == "horizontalpodautoscalers" {
+                        "v2"
+                    } else {
+                        "v1"
+                    },
+                    plural,
+                )
+                .unwrap_or_else(|| panic!("{group}/{plural} not served"));
+            assert_eq!(r.namespaced, namespaced, "{group}/{plural}");
+        }
+        let ns = reg.find("", "v1", "namespaces").unwrap();
+        assert!(!ns.verbs.contains(&"deletecollection"));
+        assert!(reg.find("", "v1", "componentstatuses").unwrap().verbs == ["get", "list"]);
+        assert!(
+            !reg.read()
+                .iter()
+                .any(|r| r.version.contains("alpha") || r.version.contains("beta")),
+            "alpha and beta versions are off by default upstream"
+        );
     }
 
     #[test]

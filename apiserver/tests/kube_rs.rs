@@ -324,3 +324,56 @@ async fn a_required_token_is_checked_on_every_request() {
         "{error:?}"
     );
 }
+
+#[tokio::test]
+async fn resource_quota_is_served_created_listed_and_discovered() {
+    use k8s_openapi::api::core::v1::{ResourceQuota, ResourceQuotaSpec};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+    let s = server().await;
+    let client = s.kube_client().unwrap();
+    let api: Api<ResourceQuota> = Api::default_namespaced(client.clone());
+    let quota = ResourceQuota {
+        metadata: kube::api::ObjectMeta {
+            name: Some("compute".into()),
+            ..Default::default()
+        },
+        spec: Some(ResourceQuotaSpec {
+            hard: Some(BTreeMap::from([(
+                "pods".to_string(),
+                Quantity("10".into()),
+            )])),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    api.create(&PostParams::default(), &quota).await.unwrap();
+    let got = api.get("compute").await.unwrap();
+    assert_eq!(
+        got.spec.unwrap().hard.unwrap()["pods"],
+        Quantity("10".into())
+    );
+    assert_eq!(
+        api.list(&ListParams::default()).await.unwrap().items.len(),
+        1
+    );
+    let discovery = Discovery::new(client).run().await.unwrap();
+    let (quotas, caps) = discovery
+        .resolve_gvk(&GroupVersionKind::gvk("", "v1", "ResourceQuota"))
+        .expect("ResourceQuota discovered");
+    assert_eq!(quotas.plural, "resourcequotas");
+    assert_eq!(caps.scope, discovery::Scope::Namespaced);
+    for gvk in [
+        GroupVersionKind::gvk("apps", "v1", "StatefulSet"),
+        GroupVersionKind::gvk("batch", "v1", "CronJob"),
+        GroupVersionKind::gvk("networking.k8s.io", "v1", "Ingress"),
+        GroupVersionKind::gvk("", "v1", "PersistentVolume"),
+        GroupVersionKind::gvk("storage.k8s.io", "v1", "StorageClass"),
+        GroupVersionKind::gvk("autoscaling", "v2", "HorizontalPodAutoscaler"),
+    ] {
+        assert!(
+            discovery.resolve_gvk(&gvk).is_some(),
+            "{gvk:?} not discovered"
+        );
+    }
+}
