@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 
 use crate::config::Config;
 use crate::error::ApiError;
+use crate::events;
 use crate::faults::Faults;
 use crate::generation;
 use crate::patch;
@@ -202,6 +203,9 @@ impl Cluster {
         opts: &WriteOptions,
     ) -> Result<Bytes, ApiError> {
         Self::check_type(res, &mut obj)?;
+        if events::is_events_v1(res) {
+            obj = events::to_core(obj);
+        }
         self.require_namespace(res, ns)?;
         let meta = meta_mut(&mut obj);
         let name = match meta.get("name").and_then(Value::as_str) {
@@ -392,7 +396,11 @@ impl Cluster {
         let now = now_rfc3339();
         let outcome = self.store.mutate(&table, ns_key, name, |cur, _| {
             let current = cur.ok_or_else(|| ApiError::not_found(&res.group_resource(), name))?;
-            let mut candidate = change(&current)?;
+            let mut candidate = if events::is_events_v1(res) {
+                events::to_core(change(&events::to_events_v1(current.clone()))?)
+            } else {
+                change(&current)?
+            };
             if !candidate.is_object() {
                 return Err(ApiError::invalid(
                     &res.kind,

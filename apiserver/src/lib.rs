@@ -6,6 +6,7 @@ mod cluster;
 mod config;
 mod delete;
 pub mod error;
+mod events;
 pub mod faults;
 mod gc;
 mod generation;

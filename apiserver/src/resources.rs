@@ -34,7 +34,11 @@ pub struct Resource {
 
 impl Resource {
     /// The store table: `plural` for the core group, else `plural.group` (version-independent).
+    /// `events.k8s.io` Events share the core Events' table, as upstream (see `crate::events`).
     pub fn table(&self) -> Arc<str> {
+        if crate::events::is_events_v1(self) {
+            return Arc::from("events");
+        }
         Arc::from(self.group_resource())
     }
 

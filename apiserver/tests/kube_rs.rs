@@ -326,6 +326,125 @@ async fn a_required_token_is_checked_on_every_request() {
 }
 
 #[tokio::test]
+async fn events_written_through_either_api_are_read_through_the_other() {
+    use k8s_openapi::api::core::v1::{Event as CoreEvent, ObjectReference};
+    use k8s_openapi::api::events::v1::Event as EventsV1;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+
+    let s = server().await;
+    let client = s.kube_client().unwrap();
+    let new_api: Api<EventsV1> = Api::default_namespaced(client.clone());
+    let core_api: Api<CoreEvent> = Api::default_namespaced(client);
+    let regarding = ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("ConfigMap".into()),
+        name: Some("demo".into()),
+        namespace: Some("default".into()),
+        uid: Some("0000-demo".into()),
+        ..Default::default()
+    };
+    let event = EventsV1 {
+        metadata: kube::api::ObjectMeta {
+            name: Some("demo.1".into()),
+            ..Default::default()
+        },
+        regarding: Some(regarding.clone()),
+        note: Some("reconciled by the plugin".into()),
+        reason: Some("Reconciled".into()),
+        type_: Some("Normal".into()),
+        action: Some("Reconcile".into()),
+        reporting_controller: Some("example.com/plugin".into()),
+        reporting_instance: Some("host-0".into()),
+        deprecated_count: Some(2),
+        event_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
+        ..Default::default()
+    };
+    new_api
+        .create(&PostParams::default(), &event)
+        .await
+        .unwrap();
+
+    let core = core_api.get("demo.1").await.unwrap();
+    assert_eq!(core.message.as_deref(), Some("reconciled by the plugin"));
+    assert_eq!(core.involved_object.name.as_deref(), Some("demo"));
+    assert_eq!(core.involved_object.kind.as_deref(), Some("ConfigMap"));
+    assert_eq!(
+        core.reporting_component.as_deref(),
+        Some("example.com/plugin")
+    );
+    assert_eq!(core.reporting_instance.as_deref(), Some("host-0"));
+    assert_eq!(core.count, Some(2));
+    assert_eq!(core.reason.as_deref(), Some("Reconciled"));
+    let selected = core_api
+        .list(
+            &ListParams::default().fields("involvedObject.name=demo,involvedObject.kind=ConfigMap"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        selected.items.len(),
+        1,
+        "kubectl describe's field selector finds it"
+    );
+
+    let core_written = CoreEvent {
+        metadata: kube::api::ObjectMeta {
+            name: Some("demo.2".into()),
+            ..Default::default()
+        },
+        involved_object: regarding,
+        message: Some("written through core v1".into()),
+        reason: Some("Legacy".into()),
+        type_: Some("Warning".into()),
+        source: Some(k8s_openapi::api::core::v1::EventSource {
+            component: Some("old-controller".into()),
+            host: None,
+        }),
+        count: Some(5),
+        ..Default::default()
+    };
+    core_api
+        .create(&PostParams::default(), &core_written)
+        .await
+        .unwrap();
+    let seen = new_api.get("demo.2").await.unwrap();
+    assert_eq!(seen.note.as_deref(), Some("written through core v1"));
+    assert_eq!(
+        seen.regarding.as_ref().and_then(|r| r.name.as_deref()),
+        Some("demo")
+    );
+    assert_eq!(seen.deprecated_count, Some(5));
+    assert_eq!(
+        seen.deprecated_source
+            .as_ref()
+            .and_then(|s| s.component.as_deref()),
+        Some("old-controller")
+    );
+    let both = new_api
+        .list(&ListParams::default().fields("regarding.name=demo"))
+        .await
+        .unwrap();
+    assert_eq!(both.items.len(), 2, "one storage behind both APIs");
+    let patched = new_api
+        .patch(
+            "demo.2",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"note": "patched through events.k8s.io"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        patched.note.as_deref(),
+        Some("patched through events.k8s.io")
+    );
+    let core = core_api.get("demo.2").await.unwrap();
+    assert_eq!(
+        core.message.as_deref(),
+        Some("patched through events.k8s.io")
+    );
+}
+
+#[tokio::test]
 async fn resource_quota_is_served_created_listed_and_discovered() {
     use k8s_openapi::api::core::v1::{ResourceQuota, ResourceQuotaSpec};
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;

@@ -481,3 +481,62 @@ async fn kubectl_imperative_create_of_namespace_configmap_and_secret_works() {
         .unwrap_err();
     assert!(err.to_string().contains("kubectl apply -f"), "{err}");
 }
+
+const EVENT_V1: &str = "apiVersion: events.k8s.io/v1
+kind: Event
+metadata:
+  name: demo.1
+regarding:
+  apiVersion: v1
+  kind: ConfigMap
+  name: demo
+  namespace: default
+  uid: UID
+note: reconciled by the plugin
+reason: Reconciled
+type: Normal
+action: Reconcile
+reportingController: example.com/plugin
+reportingInstance: host-0
+eventTime: \"2026-01-01T00:00:00.000000Z\"
+";
+
+#[tokio::test]
+async fn kubectl_get_events_and_describe_show_events_written_through_events_k8s_io() {
+    let s = server().await;
+    let k = Kubectl::new(&s, "events");
+    k.run(&["apply", "-f", p(&k.write("cm.yaml", CM_V1))])
+        .await
+        .unwrap();
+    // kubectl describe selects the Events by the object's uid too.
+    let uid = k
+        .run(&["get", "cm", "demo", "-o", "jsonpath={.metadata.uid}"])
+        .await
+        .unwrap();
+    let event = EVENT_V1.replace("UID", &uid);
+    k.run(&["create", "-f", p(&k.write("event.yaml", &event))])
+        .await
+        .unwrap();
+    let messages = k
+        .run(&["get", "events", "-o", "jsonpath={.items[*].message}"])
+        .await
+        .unwrap();
+    assert_eq!(messages, "reconciled by the plugin");
+    let listed = k.run(&["get", "events"]).await.unwrap();
+    assert!(listed.contains("demo.1"), "{listed}");
+    let described = k.run(&["describe", "configmap", "demo"]).await.unwrap();
+    assert!(
+        described.contains("reconciled by the plugin") && described.contains("Reconciled"),
+        "kubectl describe shows the event:\n{described}"
+    );
+    let notes = k
+        .run(&[
+            "get",
+            "events.v1.events.k8s.io",
+            "-o",
+            "jsonpath={.items[*].note}",
+        ])
+        .await
+        .unwrap();
+    assert_eq!(notes, "reconciled by the plugin");
+}

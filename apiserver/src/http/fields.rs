@@ -47,16 +47,20 @@ fn selectable(res: &Resource) -> &'static [(&'static str, &'static str)] {
             ("source", "/source/component"),
             ("type", "/type"),
         ],
+        // Read on the stored core form (see `crate::events`), as upstream maps these labels.
         ("events.k8s.io", "Event") => &[
-            ("regarding.kind", "/regarding/kind"),
-            ("regarding.namespace", "/regarding/namespace"),
-            ("regarding.name", "/regarding/name"),
-            ("regarding.uid", "/regarding/uid"),
-            ("regarding.apiVersion", "/regarding/apiVersion"),
-            ("regarding.resourceVersion", "/regarding/resourceVersion"),
-            ("regarding.fieldPath", "/regarding/fieldPath"),
+            ("regarding.kind", "/involvedObject/kind"),
+            ("regarding.namespace", "/involvedObject/namespace"),
+            ("regarding.name", "/involvedObject/name"),
+            ("regarding.uid", "/involvedObject/uid"),
+            ("regarding.apiVersion", "/involvedObject/apiVersion"),
+            (
+                "regarding.resourceVersion",
+                "/involvedObject/resourceVersion",
+            ),
+            ("regarding.fieldPath", "/involvedObject/fieldPath"),
             ("reason", "/reason"),
-            ("reportingController", "/reportingController"),
+            ("reportingController", "/reportingComponent"),
             ("type", "/type"),
         ],
         ("", "Pod") => &[

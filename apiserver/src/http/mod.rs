@@ -281,9 +281,16 @@ fn verb_wire_name(verb: Verb) -> &'static str {
     }
 }
 
-/// The object as the requested version of a custom resource: with the "None" conversion
-/// strategy only `apiVersion` differs between versions. Built-in kinds have one version each.
+/// The object as the requested version: an Event through `events.k8s.io/v1` is converted
+/// from its stored core form; for a custom resource, with the "None" conversion strategy, only
+/// `apiVersion` differs between versions. Other built-in kinds are served as stored.
 fn as_version(res: &Resource, bytes: Bytes) -> Bytes {
+    if crate::events::is_events_v1(res) {
+        return match serde_json::from_slice::<serde_json::Value>(&bytes) {
+            Ok(v) => Bytes::from(crate::events::to_events_v1(v).to_string()),
+            Err(_) => bytes,
+        };
+    }
     if res.crd.is_none() {
         return bytes;
     }

@@ -124,7 +124,7 @@ pub(super) fn serve(
             let mut deleted = Vec::new();
             for (key, _) in page.items {
                 match cluster.delete(res, &key.ns, &key.name, &opts) {
-                    Ok((bytes, _)) => deleted.push(bytes),
+                    Ok((bytes, _)) => deleted.push(render(res, false, bytes)),
                     Err(ApiError::NotFound { .. }) => {}
                     Err(e) => return Err(e),
                 }
