@@ -1,0 +1,382 @@
+//! Reconcilers written in Go: `examples/website-go` and `host/tests/guests/noop-go`, built to
+//! components by their `build.sh` (standard Go for wasip1, wit-bindgen go, the preview1 reactor
+//! adapter; see docs/guests/go.md), loaded by the real host binary against the embedded API
+//! server.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use common::host::{Host, component, manifest, scratch, scripted_component, tool, workspace};
+use common::{eventually_async, namespace};
+use embedded_apiserver::{ApiServer, Config};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{Value, json};
+
+const WEBSITE_GO: &str = "examples/website-go/build.sh";
+const NOOP_GO: &str = "host/tests/guests/noop-go/build.sh";
+
+async fn server() -> ApiServer {
+    ApiServer::start(Config::default())
+        .await
+        .expect("API server starts")
+}
+
+/// The website-go component built by its build script.
+fn website_go() -> PathBuf {
+    scripted_component(WEBSITE_GO, "website-go")
+}
+
+/// Applies the CRD in `<example>/samples/crd.yaml`.
+async fn crd(server: &ApiServer, example: &str) {
+    let path = workspace().join(example).join("samples/crd.yaml");
+    let crd: CustomResourceDefinition =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(&path).expect("crd sample"))
+            .expect("crd parses");
+    Api::<CustomResourceDefinition>::all(server.kube_client().expect("client"))
+        .create(&PostParams::default(), &crd)
+        .await
+        .expect("crd created");
+}
+
+/// The Websites of `group` in `namespace`.
+fn websites(server: &ApiServer, group: &str, namespace: &str) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, "v1", "Website"));
+    Api::namespaced_with(server.kube_client().expect("client"), namespace, &resource)
+}
+
+/// The website-go sample (`samples/website.yaml`), renamed to `name` in `namespace` and moved to
+/// `group`.
+fn sample_website(name: &str, namespace: &str, group: &str) -> DynamicObject {
+    let path = workspace().join("examples/website-go/samples/website.yaml");
+    let mut website: DynamicObject =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(path).expect("website sample"))
+            .expect("website parses");
+    website.metadata.name = Some(name.to_owned());
+    website.metadata.namespace = Some(namespace.to_owned());
+    website.types.as_mut().expect("typed").api_version = format!("{group}/v1");
+    website
+}
+
+/// Waits for the Website's status to describe generation `generation`; returns the status.
+async fn status_at(websites: &Api<DynamicObject>, name: &str, generation: i64) -> Value {
+    eventually_async(
+        &format!("the status of Website {name} at generation {generation}"),
+        || async {
+            let object = websites.get_opt(name).await.ok()??;
+            let status = object.data.get("status")?.clone();
+            (status["observedGeneration"] == generation).then_some(status)
+        },
+    )
+    .await
+}
+
+/// What a Website's children look like, without what necessarily differs between two Websites
+/// of different groups and namespaces (the owner's apiVersion and uid, the namespace, the
+/// Service's allocated cluster IPs, the server's bookkeeping).
+async fn children(server: &ApiServer, namespace: &str, name: &str) -> Value {
+    let client = server.kube_client().expect("client");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let services: Api<Service> = Api::namespaced(client, namespace);
+    let deployment = eventually_async(&format!("Deployment {namespace}/{name}"), || async {
+        deployments.get_opt(name).await.ok()?
+    })
+    .await;
+    let service = eventually_async(&format!("Service {namespace}/{name}"), || async {
+        services.get_opt(name).await.ok()?
+    })
+    .await;
+    let owners = |references: &Option<Vec<_>>| -> Value {
+        let mut value = serde_json::to_value(references).expect("serializes");
+        for owner in value.as_array_mut().into_iter().flatten() {
+            let owner = owner.as_object_mut().expect("an owner reference");
+            owner.remove("uid");
+            owner.remove("apiVersion");
+        }
+        value
+    };
+    let mut service_spec = serde_json::to_value(&service.spec).expect("serializes");
+    if let Some(spec) = service_spec.as_object_mut() {
+        spec.remove("clusterIP");
+        spec.remove("clusterIPs");
+    }
+    json!({
+        "deployment": {
+            "labels": deployment.metadata.labels,
+            "ownerReferences": owners(&deployment.metadata.owner_references),
+            "spec": deployment.spec,
+        },
+        "service": {
+            "labels": service.metadata.labels,
+            "ownerReferences": owners(&service.metadata.owner_references),
+            "spec": service_spec,
+        },
+    })
+}
+
+async fn gone<K>(api: &Api<K>, name: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    eventually_async(&format!("{name} deleted"), || async {
+        matches!(api.get_opt(name).await, Ok(None)).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn website_go_makes_the_same_children_and_status_as_the_rust_website_in_one_host() {
+    let server = server().await;
+    let dir = scratch("go-twins");
+    crd(&server, "examples/website").await;
+    crd(&server, "examples/website-go").await;
+    for ns in ["rust", "go"] {
+        namespace(&server, ns, &[]).await;
+    }
+    let plugins = [
+        manifest(
+            &dir,
+            "examples/website/plugin.yaml",
+            &component("website"),
+            &[],
+        ),
+        manifest(&dir, "examples/website-go/plugin.yaml", &website_go(), &[]),
+    ];
+    let host = Host::start(&server, &dir, &plugins);
+
+    // The same spec as a Rust Website and as a Go one, side by side.
+    let rust = websites(&server, "example.com", "rust");
+    let go = websites(&server, "go.example.com", "go");
+    rust.create(
+        &PostParams::default(),
+        &sample_website("twin", "rust", "example.com"),
+    )
+    .await
+    .expect("rust website created");
+    go.create(
+        &PostParams::default(),
+        &sample_website("twin", "go", "go.example.com"),
+    )
+    .await
+    .expect("go website created");
+
+    let go_status = status_at(&go, "twin", 1).await;
+    assert_eq!(go_status, status_at(&rust, "twin", 1).await);
+    assert_eq!(
+        go_status,
+        json!({"observedGeneration": 1, "image": "nginx:1.27", "replicas": 2,
+               "deployment": "twin", "service": "twin"})
+    );
+    let go_children = children(&server, "go", "twin").await;
+    assert_eq!(go_children, children(&server, "rust", "twin").await);
+    assert_eq!(go_children["deployment"]["spec"]["replicas"], 2);
+    assert_eq!(
+        go_children["deployment"]["ownerReferences"],
+        json!([{"kind": "Website", "name": "twin", "controller": true, "blockOwnerDeletion": true}])
+    );
+    // Its answer is a requeue decision: look again in 60 s.
+    host.wait_metric(
+        "controller_runtime_reconcile_total{controller=\"website-go\",result=\"requeue_after\"}",
+        1.0,
+    )
+    .await;
+
+    // A spec change reaches both the same way.
+    let patch = json!({"spec": {"image": "nginx:1.28", "replicas": 3}});
+    for websites in [&rust, &go] {
+        websites
+            .patch("twin", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("patched");
+    }
+    let go_status = status_at(&go, "twin", 2).await;
+    assert_eq!(go_status, status_at(&rust, "twin", 2).await);
+    let updated = eventually_async("both Deployments at 3 replicas", || async {
+        let go_children = children(&server, "go", "twin").await;
+        let rust_children = children(&server, "rust", "twin").await;
+        (go_children["deployment"]["spec"]["replicas"] == 3
+            && rust_children["deployment"]["spec"]["replicas"] == 3)
+            .then_some((go_children, rust_children))
+    })
+    .await;
+    assert_eq!(updated.0, updated.1);
+    assert_eq!(
+        updated.0["deployment"]["spec"]["template"]["spec"]["containers"][0]["image"],
+        "nginx:1.28"
+    );
+    for reason in ["trap", "deadline", "memory", "instantiate"] {
+        let series = format!(
+            "reconcile_host_plugin_failures_total{{plugin=\"website-go\",reason=\"{reason}\"}}"
+        );
+        assert_eq!(
+            host.metric(&series).await,
+            0.0,
+            "{series}; log:\n{}",
+            host.log()
+        );
+    }
+
+    // Deleting the Website takes its children with it (garbage collection).
+    go.delete("twin", &DeleteParams::default())
+        .await
+        .expect("deleted");
+    let client = server.kube_client().expect("client");
+    gone(&Api::<Deployment>::namespaced(client.clone(), "go"), "twin").await;
+    gone(&Api::<Service>::namespaced(client, "go"), "twin").await;
+}
+
+/// Runs `reconcile-host` with `args` (a subcommand first) and the tests' module cache.
+fn reconcile_host(args: &[&str]) -> Output {
+    let (subcommand, args) = args.split_first().expect("a subcommand");
+    tool(subcommand)
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("reconcile-host runs")
+}
+
+/// `reconcile --output json` of `manifest` on the object in `object`: the document printed.
+fn reconcile_json(manifest: &Path, object: &Path) -> Value {
+    let output = reconcile_host(&[
+        "reconcile",
+        manifest.to_str().expect("UTF-8"),
+        "--object",
+        object.to_str().expect("UTF-8"),
+        "--output",
+        "json",
+    ]);
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+        panic!(
+            "reconcile printed no JSON ({error}): {}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+/// The calls of a `reconcile` document with the owners' uids removed and each `(from, to)` of
+/// `replace` applied to the JSON text.
+fn normalized_calls(document: &Value, replace: &[(&str, &str)]) -> Value {
+    let mut text = serde_json::to_string(&document["calls"]).expect("serializes");
+    for (from, to) in replace {
+        text = text.replace(from, to);
+    }
+    let mut calls: Value = serde_json::from_str(&text).expect("parses");
+    for call in calls.as_array_mut().expect("calls") {
+        if let Some(owners) = call["body"]["metadata"]["ownerReferences"].as_array_mut() {
+            for owner in owners {
+                owner.as_object_mut().expect("owner").remove("uid");
+            }
+        }
+    }
+    calls
+}
+
+#[test]
+fn reconcile_cli_records_the_same_calls_and_requeue_after_as_the_rust_website() {
+    let dir = scratch("go-cli");
+    let go = manifest(&dir, "examples/website-go/plugin.yaml", &website_go(), &[]);
+    let rust = manifest(
+        &dir,
+        "examples/website/plugin.yaml",
+        &component("website"),
+        &[],
+    );
+    let check = reconcile_host(&["check", go.to_str().expect("UTF-8")]);
+    let printed = String::from_utf8_lossy(&check.stdout);
+    assert_eq!(check.status.code(), Some(0), "{printed}");
+    assert!(
+        printed.contains("ok: plugin `website-go` is valid"),
+        "{printed}"
+    );
+
+    let go_object = workspace().join("examples/website-go/samples/website.yaml");
+    let rust_object = dir.join("rust-website.yaml");
+    let text = std::fs::read_to_string(&go_object).expect("sample");
+    std::fs::write(
+        &rust_object,
+        text.replace("go.example.com", "example.com")
+            .replace("hello-go", "hello"),
+    )
+    .expect("written");
+    let go_run = reconcile_json(&go, &go_object);
+    let rust_run = reconcile_json(&rust, &rust_object);
+    assert_eq!(
+        go_run["action"],
+        json!({"type": "requeue-after", "afterMs": 60000}),
+        "{go_run}"
+    );
+    assert_eq!(go_run["action"], rust_run["action"]);
+    assert_eq!(go_run["denied"], json!([]));
+    let rust_calls = normalized_calls(
+        &rust_run,
+        &[
+            ("\"hello\"", "\"hello-go\""),
+            ("example.com", "go.example.com"),
+        ],
+    );
+    assert_eq!(normalized_calls(&go_run, &[]), rust_calls);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn noop_go_reads_the_request_and_answers_done() {
+    let server = server().await;
+    let dir = scratch("go-noop");
+    let plugin = manifest(
+        &dir,
+        "host/tests/guests/noop-go/plugin.yaml",
+        &scripted_component(NOOP_GO, "noop-go"),
+        &[],
+    );
+    let host = Host::start(&server, &dir, &[plugin]);
+    let mut object = common::config_map("quiet", "x");
+    object.metadata.labels = Some([("noop-go".to_owned(), "true".to_owned())].into());
+    Api::<ConfigMap>::namespaced(server.kube_client().expect("client"), "default")
+        .create(&PostParams::default(), &object)
+        .await
+        .expect("created");
+    host.wait_metric(
+        "controller_runtime_reconcile_total{controller=\"noop-go\",result=\"success\"}",
+        1.0,
+    )
+    .await;
+    let failures = "controller_runtime_reconcile_errors_total{controller=\"noop-go\"}";
+    assert_eq!(host.metric(failures).await, 0.0, "log:\n{}", host.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_go_panic_is_a_reconcile_error_with_its_message_not_a_trap() {
+    let server = server().await;
+    let dir = scratch("go-panic");
+    let plugin = manifest(
+        &dir,
+        "host/tests/guests/noop-go/plugin.yaml",
+        &scripted_component(NOOP_GO, "noop-go"),
+        &[],
+    );
+    let host = Host::start(&server, &dir, &[plugin]);
+    let mut object = common::config_map("loud", "x");
+    object.metadata.labels = Some([("noop-go".to_owned(), "true".to_owned())].into());
+    object.data = Some([("panic".to_owned(), "the sky is falling".to_owned())].into());
+    Api::<ConfigMap>::namespaced(server.kube_client().expect("client"), "default")
+        .create(&PostParams::default(), &object)
+        .await
+        .expect("created");
+    host.wait_metric(
+        "reconcile_host_plugin_failures_total{plugin=\"noop-go\",reason=\"error\"}",
+        2.0,
+    )
+    .await;
+    host.wait_log(&[
+        "key=default/loud",
+        "the guest returned an error: panic: the sky is falling",
+    ])
+    .await;
+    let traps = "reconcile_host_plugin_failures_total{plugin=\"noop-go\",reason=\"trap\"}";
+    assert_eq!(host.metric(traps).await, 0.0, "log:\n{}", host.log());
+}
