@@ -153,6 +153,8 @@ require (
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
+tool k8s.io/kubernetes/cmd/kube-apiserver
+
 replace k8s.io/api => k8s.io/api v0.36.3
 
 replace k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.36.3
@@ -218,5 +220,3 @@ replace k8s.io/sample-cli-plugin => k8s.io/sample-cli-plugin v0.36.3
 replace k8s.io/sample-controller => k8s.io/sample-controller v0.36.3
 
 replace k8s.io/streaming => k8s.io/streaming v0.36.3
-
-tool k8s.io/kubernetes/cmd/kube-apiserver
