@@ -267,7 +267,7 @@ impl HostConfig {
                 return invalid("leaderElection.leaseName", "must not be empty".into());
             }
             if let Some(namespace) = &le.lease_namespace
-                && !crate::plugin::selector::is_dns_label(namespace)
+                && !label_selector::is_dns_label(namespace)
             {
                 return invalid(
                     "leaderElection.leaseNamespace",

@@ -41,8 +41,8 @@ use crate::cli::EXIT_CONFIG;
 use crate::cluster_config::{ClusterSource, cluster_config};
 use crate::plugin::loader::manifest_paths;
 use crate::plugin::manifest::{Manifest, Verb};
-use crate::plugin::selector::{is_dns_label, is_dns_subdomain};
 use crate::runtime::KindRef;
+use label_selector::{is_dns_label, is_dns_subdomain};
 
 const READ: [&str; 3] = ["get", "list", "watch"];
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";

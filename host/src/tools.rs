@@ -55,9 +55,9 @@ use crate::plugin::loader::cache_scopes;
 use crate::plugin::manifest::{Grant, Manifest};
 use crate::plugin::module::{Module, ModuleLoader};
 use crate::plugin::reconciler::Plugin;
-use crate::plugin::selector::LabelSelector;
 use crate::plugin::{GuestAction, Kind, ObjectRef};
 use crate::runtime::KindRef;
+use label_selector::LabelSelector;
 
 /// Exit code of `reconcile` when the guest failed (returned `err`, trapped, overran a limit).
 pub const EXIT_GUEST_FAILED: u8 = 1;

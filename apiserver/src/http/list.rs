@@ -11,7 +11,9 @@ use super::fields::{self, KindField};
 use super::{App, Query, Target, json_response, render, table, wants_metadata, wants_table};
 use crate::error::ApiError;
 use crate::resources::Resource;
-use crate::selector::{FieldSelector, LabelSelector};
+use label_selector::LabelSelector;
+
+use crate::field_selector::FieldSelector;
 use crate::store::ObjKey;
 
 /// Label and field selectors of a list, watch or deletecollection.
@@ -25,7 +27,8 @@ impl Filter {
     pub(crate) fn from_query(query: &Query, res: &Resource) -> Result<Self, ApiError> {
         let labels = match query.get("labelSelector").filter(|s| !s.is_empty()) {
             Some(s) => Some(LabelSelector::parse(s).map_err(|e| {
-                ApiError::BadRequest(format!("unable to parse labelSelector `{s}`: {e}"))
+                // the message quotes the selector and names the offending token
+                ApiError::BadRequest(format!("invalid labelSelector parameter: {e}"))
             })?),
             None => None,
         };
@@ -66,7 +69,8 @@ impl Filter {
     pub(crate) fn keep_value(&self, v: &Value) -> bool {
         if let Some(l) = &self.labels {
             let labels = v.pointer("/metadata/labels").and_then(Value::as_object);
-            if !l.matches(labels) {
+            let label = |key: &str| labels.and_then(|l| l.get(key)).and_then(Value::as_str);
+            if !l.matches_by(label) {
                 return false;
             }
         }

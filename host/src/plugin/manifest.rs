@@ -37,8 +37,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::config::duration;
-use crate::plugin::selector::{LabelSelector, is_dns_label, is_dns_subdomain};
 use crate::runtime::KindRef;
+use label_selector::{LabelSelector, is_dns_label, is_dns_subdomain};
 
 const MI: u64 = 1 << 20;
 const GI: u64 = 1 << 30;

@@ -21,7 +21,6 @@ pub mod manifest;
 pub mod module;
 pub mod reconciler;
 pub mod reference;
-pub mod selector;
 pub mod state;
 mod stdio;
 pub mod supervisor;

@@ -16,8 +16,8 @@
 //! Every failure is `call-error::invalid` naming the field, the value (shortened) and the rule.
 
 use super::bindings::CallError;
-use super::selector::{is_dns_label, is_dns_subdomain};
 use crate::runtime::KindRef;
+use label_selector::{is_dns_label, is_dns_subdomain};
 
 /// The subresources a guest may write.
 pub const SUBRESOURCES: [&str; 2] = ["status", "scale"];

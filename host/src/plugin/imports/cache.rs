@@ -3,11 +3,11 @@
 use super::super::bindings::kube::reconcile::cache::Host;
 use super::super::bindings::{CallError, Kind};
 use super::super::reference;
-use super::super::selector::LabelSelector;
 use super::super::state::GuestState;
 use super::kind_ref;
 use crate::controller::ObjectKey;
 use crate::informer::Store;
+use label_selector::LabelSelector;
 
 impl GuestState {
     fn cache_of(&self, kind: &Kind) -> Result<&Store, CallError> {
