@@ -25,7 +25,10 @@ if ! command -v musl-gcc >/dev/null 2>&1; then
 fi
 
 export CARGO_PROFILE_RELEASE_STRIP="${CARGO_PROFILE_RELEASE_STRIP:-symbols}"
-"$CARGO" build --locked --profile "$PROFILE" --target "$TARGET" -p reconcile-host --bin reconcile-host
+# Without the default `dev-server` feature: the image runs against a real API server, so the
+# embedded one (and `reconcile-host dev`) stays out of the binary.
+"$CARGO" build --locked --profile "$PROFILE" --target "$TARGET" -p reconcile-host --bin reconcile-host \
+  --no-default-features
 
 # Cargo's `dev` profile builds into `debug/`.
 dir=$PROFILE

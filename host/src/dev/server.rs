@@ -1,5 +1,5 @@
-//! `dev`: the host on the embedded API server with the example plugins loaded and their sample
-//! objects applied, so a newcomer sees reconcilers work with no cluster.
+//! The `dev-server` half of `dev`: starts the embedded API server, applies the examples' samples
+//! and runs the host against it.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -7,45 +7,23 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::Args;
 use embedded_apiserver::{ApiServer, Config as ServerConfig};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery;
 use serde::Deserialize;
 
+use super::DevArgs;
 use crate::config::HostConfig;
 
 /// How long `dev` waits for a freshly created CRD's kind to be served.
 const CRD_READY: Duration = Duration::from_secs(10);
 
-/// Flags of `dev`.
-#[derive(Debug, Args)]
-pub struct DevArgs {
-    /// Directory of examples: each `<name>/plugin.yaml` is loaded and each
-    /// `<name>/samples/*.yaml` applied.
-    #[arg(long, default_value = "examples", value_name = "DIR")]
-    pub examples: PathBuf,
-    /// Where to write the kubeconfig of the embedded API server.
-    #[arg(long, default_value = "target/dev/kubeconfig", value_name = "FILE")]
-    pub kubeconfig_out: PathBuf,
-    /// Address of the embedded API server (HTTPS; the kubeconfig points here).
-    #[arg(long, default_value = "127.0.0.1:6443", value_name = "ADDR")]
-    pub api_address: SocketAddr,
-    /// Address of /metrics, /healthz and /readyz.
-    #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
-    pub metrics_address: SocketAddr,
-    /// Directory for compiled plugin modules, as for `run` [default:
-    /// $XDG_CACHE_HOME/reconcile-host/modules or ~/.cache/reconcile-host/modules].
-    #[arg(long, value_name = "DIR")]
-    pub module_cache: Option<PathBuf>,
-}
-
 /// Runs `dev` until a signal.
 ///
 /// # Errors
 /// When the API server cannot start, a sample cannot be applied or a plugin cannot load.
-pub async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
+pub(super) async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
     let manifests = crate::plugin::loader::manifest_paths(std::slice::from_ref(&args.examples))
         .with_context(|| {
             format!(
