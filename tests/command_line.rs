@@ -1,6 +1,8 @@
 //! The `reconcile-host` binary: configuration errors, help, and `run` against the embedded API
 //! server with real signals.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -12,7 +14,7 @@ use kube::api::Api;
 const WAIT: Duration = Duration::from_secs(30);
 
 fn host() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_reconcile-host"))
+    Command::new(common::host::HOST_BINARY)
 }
 
 fn scratch(name: &str) -> PathBuf {

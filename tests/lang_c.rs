@@ -213,7 +213,7 @@ fn reconcile_once(dir: &Path, object: &str) -> serde_json::Value {
     let object_file = dir.join("object.yaml");
     std::fs::write(&object_file, object).expect("object written");
     let plugin = reaper_plugin(dir, &[]);
-    let output = Command::new(env!("CARGO_BIN_EXE_reconcile-host"))
+    let output = Command::new(common::host::HOST_BINARY)
         .arg("reconcile")
         .arg(&plugin)
         .arg("--object")

@@ -730,7 +730,7 @@ impl Process {
 
         let metrics = format!("127.0.0.1:{}", free_port());
         let log = dir.join("host.log");
-        let child = Command::new(env!("CARGO_BIN_EXE_reconcile-host"))
+        let child = Command::new(common::host::HOST_BINARY)
             .args(&pod.args)
             .arg(format!("--metrics-address={metrics}"))
             .env_clear()
@@ -949,7 +949,7 @@ fn documents(yaml: &str) -> Vec<Value> {
 #[test]
 fn the_shipped_plugin_rbac_is_what_reconcile_host_rbac_prints_for_its_manifest() {
     let dir = workspace().join("deploy/plugins").join(PLUGIN);
-    let out = Command::new(env!("CARGO_BIN_EXE_reconcile-host"))
+    let out = Command::new(common::host::HOST_BINARY)
         .args(["rbac", "--name", &format!("reconcile-host-plugin-{PLUGIN}")])
         .arg(dir.join("plugin.yaml"))
         .output()

@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use kube::api::{Api, PostParams};
 
-const HOST: &str = env!("CARGO_BIN_EXE_reconcile-host");
+const HOST: &str = common::host::HOST_BINARY;
 /// The service account's token; the API server refuses requests without it.
 const TOKEN: &str = "service-account-token";
 

@@ -23,11 +23,21 @@ const GUESTS: [&str; 8] = [
     "hostile",
 ];
 
+/// The `reconcile-host` binary under test: the host package's own binary in the host's tests,
+/// the same `main.rs` built as `e2e-reconcile-host` in the end-to-end tests package.
+pub const HOST_BINARY: &str = match (
+    option_env!("CARGO_BIN_EXE_reconcile-host"),
+    option_env!("CARGO_BIN_EXE_e2e-reconcile-host"),
+) {
+    (Some(binary), _) | (None, Some(binary)) => binary,
+    (None, None) => panic!("the harness runs in the host's or the end-to-end tests' package"),
+};
+
 /// The workspace root.
 pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
-        .expect("host/ has a parent")
+        .expect("the package directory has a parent")
         .to_owned()
 }
 
@@ -56,7 +66,7 @@ pub fn guests() -> &'static Path {
 /// `reconcile-host <subcommand> --module-cache <the tests' cache>`, for the one-shot commands
 /// (`check`, `reconcile`) and hosts a test drives itself.
 pub fn tool(subcommand: &str) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_reconcile-host"));
+    let mut command = Command::new(HOST_BINARY);
     command
         .arg(subcommand)
         .arg("--module-cache")
@@ -155,7 +165,7 @@ impl Host {
     /// `reconcile-host run` with the tests' settings: a free metrics port, client limits high
     /// enough not to throttle, the guests' module cache, debug logs of controllers and plugins.
     pub fn command() -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_reconcile-host"));
+        let mut command = Command::new(HOST_BINARY);
         command
             .arg("run")
             .args(["--metrics-address", &format!("127.0.0.1:{}", free_port())])

@@ -1,0 +1,87 @@
+//! The end-to-end harness: API server helpers, bounded waits, and (in `host`) hosts as processes,
+//! components built once per run, manifests and scratch directories.
+#![allow(dead_code)]
+
+pub mod host;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::ObjectMeta;
+use tokio::time::Instant;
+
+/// Upper bound for any condition a test waits for.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// Polls `condition` every 10 ms until it holds; fails after [`WAIT`].
+pub async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Polls `probe` every 20 ms until it yields a value; fails after [`WAIT`].
+pub async fn eventually_async<T, F, Fut>(what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A ConfigMap `default/<name>` with `data.v = value`.
+pub fn config_map(name: &str, value: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some("default".to_owned()),
+            ..ObjectMeta::default()
+        },
+        data: Some([("v".to_owned(), value.to_owned())].into()),
+        ..ConfigMap::default()
+    }
+}
+
+/// ConfigMaps of `namespace` on `server`.
+pub fn config_maps(
+    server: &embedded_apiserver::ApiServer,
+    namespace: &str,
+) -> kube::Api<ConfigMap> {
+    kube::Api::namespaced(server.kube_client().expect("client"), namespace)
+}
+
+/// Creates the namespace `name` with `labels`.
+pub async fn namespace(
+    server: &embedded_apiserver::ApiServer,
+    name: &str,
+    labels: &[(&str, &str)],
+) {
+    use k8s_openapi::api::core::v1::Namespace;
+    let namespaces: kube::Api<Namespace> = kube::Api::all(server.kube_client().expect("client"));
+    let object = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            labels: (!labels.is_empty()).then(|| {
+                labels
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect()
+            }),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    namespaces
+        .create(&kube::api::PostParams::default(), &object)
+        .await
+        .expect("namespace created");
+}
