@@ -22,10 +22,7 @@ use crate::plugin::supervisor::Plugins;
 use crate::runtime::{ElectionSettings, Runtime, RuntimeSettings};
 use crate::telemetry::Telemetry;
 
-/// Exit code for an unusable configuration.
-pub const EXIT_CONFIG: u8 = 2;
-/// Exit code when a second signal cuts the graceful shutdown short.
-pub const EXIT_INTERRUPTED: u8 = 130;
+pub use crate::exit::{EXIT_CONFIG, EXIT_INTERRUPTED};
 
 /// Kubernetes controller machinery that dispatches reconciles to WebAssembly components.
 #[derive(Debug, Parser)]

@@ -9,6 +9,7 @@ pub mod config;
 pub mod controller;
 pub mod dev;
 pub mod election;
+pub mod exit;
 pub mod informer;
 pub mod plugin;
 pub mod queue;

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::{PatchError, type_name};
+use super::error::{PatchError, type_name};
 
 /// Applies a JSON patch (RFC 6902) to `target` in place: `add`, `remove`, `replace`, `move`,
 /// `copy` and `test`, in order.

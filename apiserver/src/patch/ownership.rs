@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use super::apply::ApplyError;
+use super::conflict::ApplyError;
 use super::fields::{FieldSet, display_path, field_element, key_element, value_element};
 use super::schema::{ListType, Schema, element_key};
 

@@ -46,7 +46,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Without the `dev-server` feature: says how to get a build with the embedded API server and
-/// exits 2 ([`EXIT_CONFIG`](crate::cli::EXIT_CONFIG)).
+/// exits 2 ([`EXIT_CONFIG`](crate::exit::EXIT_CONFIG)).
 ///
 /// # Errors
 /// Never; the result matches the `dev-server` build's.
@@ -55,7 +55,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
 pub async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
     let _ = args;
     eprintln!("error: {WITHOUT_DEV_SERVER}");
-    Ok(ExitCode::from(crate::cli::EXIT_CONFIG))
+    Ok(ExitCode::from(crate::exit::EXIT_CONFIG))
 }
 
 /// What `dev` says in a build without the embedded API server.

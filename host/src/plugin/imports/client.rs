@@ -2,13 +2,13 @@
 
 use std::sync::Arc;
 
-use super::super::api::{ApiCall, ApiResult, PatchDoc, Target};
+use super::super::api::{ApiCall, ApiResult, PatchDoc, Target, target_of};
 use super::super::bindings::kube::reconcile::client::{Host, PatchBody};
 use super::super::bindings::{CallError, ObjectRef};
 use super::super::manifest::Verb;
 use super::super::reference;
 use super::super::state::GuestState;
-use super::{parse_object, target, target_of};
+use super::{parse_object, target};
 
 impl GuestState {
     /// Checks the grant for `verb` on `target` (and `subresource`), then performs `call`.

@@ -29,29 +29,6 @@ fn target(object: &ObjectRef) -> Target {
     }
 }
 
-/// The kind, namespace and name written in an object's JSON.
-///
-/// # Errors
-/// `invalid` when a field is missing or not a string.
-pub(crate) fn target_of(object: &serde_json::Value) -> Result<Target, CallError> {
-    let text = |pointer: &str| object.pointer(pointer).and_then(serde_json::Value::as_str);
-    let api_version = text("/apiVersion")
-        .ok_or_else(|| CallError::Invalid("the object has no `apiVersion`".to_owned()))?;
-    let kind =
-        text("/kind").ok_or_else(|| CallError::Invalid("the object has no `kind`".to_owned()))?;
-    let name = text("/metadata/name").unwrap_or_default();
-    if name.is_empty() && text("/metadata/generateName").is_none() {
-        return Err(CallError::Invalid(format!(
-            "the {api_version}/{kind} has no `metadata.name`"
-        )));
-    }
-    Ok(Target {
-        kind: KindRef::new(api_version, kind),
-        namespace: text("/metadata/namespace").map(str::to_owned),
-        name: name.to_owned(),
-    })
-}
-
 /// Parses an object the guest sent.
 fn parse_object(text: &str) -> Result<serde_json::Value, CallError> {
     let value: serde_json::Value = serde_json::from_str(text)

@@ -1,0 +1,57 @@
+//! The flags of `check` and `reconcile`.
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+/// Arguments of `check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The plugin manifest (YAML) to check, with the component it names.
+    #[arg(value_name = "MANIFEST")]
+    pub manifest: PathBuf,
+    /// Directory for compiled plugin modules [default: as `run`].
+    #[arg(long, env = "RECONCILE_HOST_MODULE_CACHE", value_name = "DIR")]
+    pub module_cache: Option<PathBuf>,
+}
+
+/// Arguments of `reconcile`.
+#[derive(Debug, Args)]
+pub struct ReconcileArgs {
+    /// The plugin manifest (YAML).
+    #[arg(value_name = "MANIFEST")]
+    pub manifest: PathBuf,
+    /// The object to reconcile, of the manifest's `for` kind (YAML or JSON; `-`: stdin). Its
+    /// metadata names the key.
+    #[arg(long, value_name = "FILE")]
+    pub object: PathBuf,
+    /// Objects the guest's `cache` import reads and live `client.get` calls find: a YAML or
+    /// JSON file (several documents or a `kind: List` allowed) or a directory of them (repeat
+    /// for more).
+    #[arg(long = "cache", value_name = "PATH")]
+    pub cache: Vec<PathBuf>,
+    /// `text` for people, `json` for tests.
+    ///
+    /// `json` prints one document, `{"action": ACTION or null, "error": "why the guest failed"
+    /// or null, "calls": [CALL, ...], "denied": [CALL with "message", ...]}`. ACTION is
+    /// `{"type": "done"}`, `{"type": "requeue"}` or `{"type": "requeue-after", "afterMs": N}`;
+    /// CALL is `{"verb", "apiVersion", "kind", "namespace", "name", "subresource", "force",
+    /// "patchType", "body"}`, null where a field does not apply.
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+    /// How many times in a row this key has failed before (the request's `requeues`).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub requeues: u32,
+    /// Directory for compiled plugin modules [default: as `run`].
+    #[arg(long, env = "RECONCILE_HOST_MODULE_CACHE", value_name = "DIR")]
+    pub module_cache: Option<PathBuf>,
+}
+
+/// How `reconcile` prints its outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// Human-readable.
+    Text,
+    /// One JSON document (described under `--output`).
+    Json,
+}

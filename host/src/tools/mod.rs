@@ -1,0 +1,93 @@
+//! `check` and `reconcile`: tools for plugin authors, with no cluster — validate a manifest and
+//! its component, and run one reconcile against object files, recording the calls it makes.
+//!
+//! # `reconcile --output json`
+//! One JSON document, with these fields (stable; plugin authors' tests may rely on them):
+//!
+//! ```json
+//! {
+//!   "action": {"type": "requeue-after", "afterMs": 60000},
+//!   "error": null,
+//!   "calls": [{"verb": "apply", "apiVersion": "apps/v1", "kind": "Deployment",
+//!              "namespace": "default", "name": "web", "subresource": null,
+//!              "force": true, "patchType": null, "body": {"apiVersion": "apps/v1", "...": "..."}}],
+//!   "denied": [{"verb": "get", "apiVersion": "v1", "kind": "Secret", "...": "...",
+//!               "message": "plugin `web` has no grant to `get` v1 Secret in namespace ..."}]
+//! }
+//! ```
+//!
+//! - `action`: what the guest returned — `{"type": "done"}`, `{"type": "requeue"}` or
+//!   `{"type": "requeue-after", "afterMs": <u32>}` — or `null` when it failed.
+//! - `error`: `null`, or why the guest failed (returned `err`, trapped, overran its deadline or
+//!   memory limit), with the cause chain.
+//! - `calls`: every `client` and `events` call the grants allowed, in order; recorded, not
+//!   applied (see [`CallRecord`]).
+//! - `denied`: every `client` call the grants refused, in order: the fields of a call plus
+//!   `message`, the `call-error::denied` text the guest got (see [`DeniedRecord`]).
+//!
+//! # Guarantees
+//! The guest runs as in the host: same engine, limits, WASI context and host imports, its logs
+//! on stderr. Only where its calls go differs: live reads answer from the `--cache` files and
+//! the object, writes answer with what was sent (a patch: with the object patched, unchanged).
+
+mod args;
+mod fixtures;
+mod load;
+mod outcome;
+mod report;
+mod run;
+#[cfg(test)]
+mod tests;
+
+use std::process::ExitCode;
+
+pub use args::{CheckArgs, Output, ReconcileArgs};
+pub use outcome::{ActionRecord, CallRecord, DeniedRecord, Outcome};
+
+use crate::exit::EXIT_CONFIG;
+use load::load;
+use report::check_report;
+use run::prepare;
+
+/// Exit code of `reconcile` when the guest failed (returned `err`, trapped, overran a limit).
+pub const EXIT_GUEST_FAILED: u8 = 1;
+
+/// `check`: loads the manifest and its component as the host would and prints what they
+/// declare; exit 0 when both are usable, 2 (with the reason) otherwise.
+pub async fn check(args: CheckArgs) -> ExitCode {
+    let loaded = load(&args.manifest, args.module_cache).await;
+    match loaded {
+        Ok(loaded) => {
+            print!("{}", check_report(&args.manifest, &loaded));
+            ExitCode::SUCCESS
+        }
+        Err(error) => bad_input(&error),
+    }
+}
+
+/// `reconcile`: one reconcile of the object in `--object`, against the `--cache` fixtures, with
+/// every call recorded; exit 0 when it succeeds, 1 when the guest fails, 2 on bad input.
+pub async fn reconcile(args: ReconcileArgs) -> ExitCode {
+    let run = match prepare(&args).await {
+        Ok(run) => run,
+        Err(error) => return bad_input(&error),
+    };
+    let outcome = run.reconcile(args.requeues).await;
+    match args.output {
+        Output::Text => print!("{}", outcome.text(&run.subject())),
+        Output::Json => match serde_json::to_string_pretty(&outcome) {
+            Ok(json) => println!("{json}"),
+            Err(error) => return bad_input(&error.into()),
+        },
+    }
+    if outcome.error.is_some() {
+        ExitCode::from(EXIT_GUEST_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn bad_input(error: &anyhow::Error) -> ExitCode {
+    eprintln!("error: {error:#}");
+    ExitCode::from(EXIT_CONFIG)
+}

@@ -1,0 +1,106 @@
+//! One recorded reconcile: the plugin with its fixture caches, called once.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use tracing::Instrument;
+
+use super::args::ReconcileArgs;
+use super::fixtures::{Fixture, caches, fixture, fixture_files, objects_in, read_object};
+use super::load::{Loaded, load};
+use super::outcome::{ActionRecord, CallRecord, DeniedRecord, Outcome};
+use crate::plugin::api::{Recorder, SharedApi};
+use crate::plugin::context::PluginContext;
+use crate::plugin::reconciler::Plugin;
+use crate::plugin::{Kind, ObjectRef};
+
+/// A reconcile ready to run: the plugin with its fixture caches and recording backend.
+pub(super) struct Run {
+    pub(super) plugin: Plugin,
+    pub(super) object: Fixture,
+    pub(super) backend: Arc<Recorder>,
+}
+
+/// Reads the manifest, the component, the object and the fixtures.
+pub(super) async fn prepare(args: &ReconcileArgs) -> anyhow::Result<Run> {
+    let Loaded {
+        manifest, module, ..
+    } = load(&args.manifest, args.module_cache.clone()).await?;
+    let object = read_object(&args.object, &manifest)?;
+    let mut fixtures = Vec::new();
+    for path in &args.cache {
+        for file in fixture_files(path)? {
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("cannot read --cache file {}", file.display()))?;
+            let source = file.display().to_string();
+            for value in objects_in(&text, &source)? {
+                fixtures.push(fixture(value, &source)?);
+            }
+        }
+    }
+    let caches = caches(&manifest, &fixtures, &object)?;
+    let mut texts: Vec<String> = fixtures.iter().map(|f| f.json.clone()).collect();
+    texts.push(object.json.clone());
+    let recorder = Recorder::with_objects(&texts)
+        .map_err(anyhow::Error::msg)
+        .context("cannot index the objects for live reads")?;
+    let backend = Arc::new(recorder);
+    let api: SharedApi = backend.clone();
+    let context = Arc::new(PluginContext::new(Arc::new(manifest), caches, api));
+    Ok(Run {
+        plugin: Plugin::new(context, module, None),
+        object,
+        backend,
+    })
+}
+
+impl Run {
+    /// The object, the plugin and its module, as the report's first line names them.
+    pub(super) fn subject(&self) -> String {
+        format!(
+            "{} {} with plugin `{}` (module {:.12})",
+            super::fixtures::describe(&self.object.kind),
+            self.object.key(),
+            self.plugin.context().name,
+            self.plugin.module().digest()
+        )
+    }
+
+    /// Calls the guest once, in a `reconcile` span like the host's.
+    pub(super) async fn reconcile(&self, requeues: u32) -> Outcome {
+        let object = &self.object;
+        let target = ObjectRef {
+            kind: Kind {
+                api_version: object.kind.api_version.clone(),
+                kind: object.kind.kind.clone(),
+            },
+            namespace: object.namespace.clone(),
+            name: object.name.clone(),
+        };
+        let context = self.plugin.context();
+        let span = tracing::info_span!("reconcile", plugin = %context.name, key = %object.key());
+        let result = self
+            .plugin
+            .call(target, Some(object.json.clone()), requeues)
+            .instrument(span)
+            .await;
+        let (action, error) = match result {
+            Ok(action) => (Some(ActionRecord::from(action)), None),
+            Err(error) => (None, Some(format!("{:#}", anyhow::Error::new(error)))),
+        };
+        Outcome {
+            action,
+            error,
+            calls: self.backend.calls().iter().map(CallRecord::from).collect(),
+            denied: self
+                .backend
+                .refused_calls()
+                .iter()
+                .map(|(call, message)| DeniedRecord {
+                    call: CallRecord::from(call),
+                    message: message.clone(),
+                })
+                .collect(),
+        }
+    }
+}
