@@ -1,0 +1,548 @@
+//! A real Kubernetes control plane for the end-to-end tests: etcd and kube-apiserver (built by
+//! `scripts/build-control-plane.sh` into `target/control-plane/<version>/`) on loopback, with an
+//! admin token in `system:masters`, RBAC, service-account signing keys and a kubeconfig.
+//!
+//! The flags are those of `tools/control-plane/run.sh`; `tools/control-plane/README.md` explains
+//! them. Each process runs in its own process group. A watchdog bash (its own group too) reads
+//! the process ids on its stdin and, when that pipe closes — the control plane dropped, or the
+//! test process gone in any way, even SIGKILL — stops kube-apiserver first, then etcd (with etcd
+//! gone first kube-apiserver retries it for minutes), and removes the state directory. So no
+//! process outlives the test binary, also when the control plane sits in a `static`.
+//!
+//! Not here, since there is no kube-controller-manager: no garbage collector (owned objects stay
+//! after their owner is deleted), no namespace finalisation (a deleted namespace stays
+//! `Terminating`), no `default` ServiceAccount per namespace (the harness creates the one in
+//! `default`; [`ControlPlane::service_account_token`] creates others on demand).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use std::os::unix::process::CommandExt;
+
+use super::host::{free_port, workspace};
+
+/// How long etcd may take to answer `/health`.
+const ETCD_READY: Duration = Duration::from_secs(60);
+/// How long kube-apiserver may take to answer `/readyz` and serve the `default` namespace.
+const API_READY: Duration = Duration::from_secs(180);
+/// Start-up attempts: a free port found by binding port 0 can be taken before the server binds it.
+const ATTEMPTS: usize = 5;
+
+/// A running etcd + kube-apiserver; both stopped (kube-apiserver first) when dropped.
+pub struct ControlPlane {
+    dir: PathBuf,
+    url: String,
+    token: String,
+    kubeconfig: PathBuf,
+    etcd: Child,
+    apiserver: Child,
+    watchdog: Option<(Child, ChildStdin)>,
+}
+
+/// A process that did not become ready, and whether a retry on other ports may help.
+struct NotReady {
+    message: String,
+    port_clash: bool,
+}
+
+impl ControlPlane {
+    /// Starts a control plane in a fresh temporary directory. Builds the binaries first if they
+    /// are missing (the build script is cached and locked, so concurrent test binaries wait for
+    /// one build). Blocking: call it outside an async runtime, or in `spawn_blocking`.
+    ///
+    /// # Panics
+    /// When the binaries cannot be built or the control plane does not become ready; the
+    /// message names the log to read.
+    pub fn start() -> Self {
+        let bin = binaries();
+        let dir = std::env::temp_dir().join(format!(
+            "reconcile-host-control-plane-{}-{}",
+            std::process::id(),
+            unique()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("the control plane's state directory is created");
+        let token = random_hex(24);
+        std::fs::write(
+            dir.join("tokens.csv"),
+            format!("{token},admin,admin-uid,system:masters\n"),
+        )
+        .expect("tokens.csv written");
+        service_account_keys(&dir);
+        let mut watchdog = Watchdog::start(&dir);
+
+        let mut last = String::new();
+        for attempt in 1..=ATTEMPTS {
+            let started = Instant::now();
+            let etcd_dir = dir.join(format!("etcd-{attempt}"));
+            let (mut etcd, etcd_url) = match start_etcd(&bin, &dir, &etcd_dir, &mut watchdog) {
+                Ok(started) => started,
+                Err(failure) if failure.port_clash => {
+                    last = failure.message;
+                    continue;
+                }
+                Err(failure) => panic!("{}", failure.message),
+            };
+            let etcd_ready = started.elapsed();
+            match start_apiserver(&bin, &dir, &etcd_url, &token, &mut watchdog) {
+                Ok((apiserver, url)) => {
+                    let ready = started.elapsed();
+                    let kubeconfig = dir.join("kubeconfig");
+                    write_kubeconfig(&kubeconfig, &url, &dir, &token);
+                    let plane = Self {
+                        dir,
+                        url,
+                        token,
+                        kubeconfig,
+                        etcd,
+                        apiserver,
+                        watchdog: watchdog.into_parts(),
+                    };
+                    plane.create_default_service_account();
+                    eprintln!(
+                        "control plane {}: etcd ready in {} ms, kube-apiserver ready (readyz and \
+                         the default namespace) {} ms after start; RSS etcd {} MiB, \
+                         kube-apiserver {} MiB; state in {}",
+                        version(),
+                        etcd_ready.as_millis(),
+                        ready.as_millis(),
+                        rss_mib(plane.etcd.id()),
+                        rss_mib(plane.apiserver.id()),
+                        plane.dir.display(),
+                    );
+                    return plane;
+                }
+                Err(failure) => {
+                    stop(&mut etcd);
+                    if failure.port_clash {
+                        last = failure.message;
+                        continue;
+                    }
+                    panic!("{}", failure.message);
+                }
+            }
+        }
+        panic!("the control plane did not start in {ATTEMPTS} attempts (ports taken?): {last}");
+    }
+
+    /// The API server's URL, `https://127.0.0.1:<port>`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The admin's bearer token (a `system:masters` member).
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// The kubeconfig for the admin: the server's self-signed certificate as the CA, the token.
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// The PEM of the certificate the server serves (self-signed; it is its own CA).
+    pub fn ca_path(&self) -> PathBuf {
+        self.dir.join("certs").join("apiserver.crt")
+    }
+
+    /// Writes the admin kubeconfig to `path`.
+    pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
+        std::fs::copy(&self.kubeconfig, path).map(drop)
+    }
+
+    /// An admin kube client. The certificate is not verified: this client only prepares and
+    /// checks a test's objects; the hosts under test use the kubeconfig, which trusts the CA.
+    pub fn kube_client(&self) -> kube::Client {
+        let mut config = kube::Config::new(self.url.parse().expect("the server URL parses"));
+        config.default_namespace = "default".into();
+        config.accept_invalid_certs = true;
+        config.auth_info.token = Some(self.token.clone().into());
+        kube::Client::try_from(config).expect("a kube client for the control plane")
+    }
+
+    /// `kubectl` with the admin kubeconfig.
+    pub fn kubectl(&self) -> Command {
+        let mut command = Command::new("kubectl");
+        command.arg("--kubeconfig").arg(&self.kubeconfig);
+        command
+    }
+
+    /// A token for the service account `namespace/name` from the real TokenRequest API, creating
+    /// the service account if needed (nothing else does: there is no controller-manager).
+    pub fn service_account_token(&self, namespace: &str, name: &str) -> String {
+        let create = self
+            .kubectl()
+            .args(["create", "serviceaccount", name, "-n", namespace])
+            .output()
+            .expect("kubectl runs");
+        let stderr = String::from_utf8_lossy(&create.stderr);
+        assert!(
+            create.status.success() || stderr.contains("AlreadyExists"),
+            "kubectl create serviceaccount {namespace}/{name} failed: {stderr}"
+        );
+        let token = self
+            .kubectl()
+            .args(["create", "token", name, "-n", namespace, "--duration=1h"])
+            .output()
+            .expect("kubectl runs");
+        assert!(
+            token.status.success(),
+            "kubectl create token {namespace}/{name} failed: {}",
+            String::from_utf8_lossy(&token.stderr)
+        );
+        String::from_utf8(token.stdout)
+            .expect("a token is ASCII")
+            .trim()
+            .to_owned()
+    }
+
+    fn create_default_service_account(&self) {
+        let output = self
+            .kubectl()
+            .args(["create", "serviceaccount", "default", "-n", "default"])
+            .output()
+            .expect("kubectl runs");
+        assert!(
+            output.status.success(),
+            "creating the default ServiceAccount failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        // In order: kube-apiserver, then etcd.
+        stop(&mut self.apiserver);
+        stop(&mut self.etcd);
+        // Closing its stdin lets the watchdog find both gone and remove the state directory.
+        if let Some((mut watchdog, stdin)) = self.watchdog.take() {
+            drop(stdin);
+            let _ = watchdog.wait();
+        }
+    }
+}
+
+/// The Kubernetes version `tools/control-plane/go.mod` requires, e.g. `v1.36.3`.
+pub fn version() -> String {
+    let go_mod = std::fs::read_to_string(workspace().join("tools/control-plane/go.mod"))
+        .expect("tools/control-plane/go.mod readable");
+    go_mod
+        .lines()
+        .find_map(|line| {
+            let mut words = line.split_whitespace();
+            (words.next() == Some("k8s.io/kubernetes"))
+                .then(|| words.next())
+                .flatten()
+                .map(str::to_owned)
+        })
+        .expect("tools/control-plane/go.mod requires k8s.io/kubernetes")
+}
+
+/// The directory with `etcd` and `kube-apiserver`, built by the build script when missing.
+fn binaries() -> PathBuf {
+    let base = std::env::var_os("CONTROL_PLANE_DIR").map_or_else(
+        || super::host::target_dir().join("control-plane"),
+        PathBuf::from,
+    );
+    let bin = base.join(version());
+    let present = |bin: &Path| bin.join("etcd").is_file() && bin.join("kube-apiserver").is_file();
+    if !present(&bin) {
+        eprintln!(
+            "the control plane is not built in {}; running scripts/build-control-plane.sh (a \
+             cold build takes minutes)",
+            bin.display()
+        );
+        let status = Command::new("bash")
+            .arg(workspace().join("scripts/build-control-plane.sh"))
+            .env("CONTROL_PLANE_DIR", &base)
+            .status()
+            .expect("bash runs");
+        assert!(
+            status.success() && present(&bin),
+            "scripts/build-control-plane.sh failed ({status}); it needs Go and the Go module \
+             proxy; `make control-plane` shows the error"
+        );
+    }
+    bin
+}
+
+/// An ECDSA P-256 key pair: `sa.key` signs service-account tokens, `sa.pub` (a PUBLIC KEY PEM:
+/// kube-apiserver refuses a private key there) verifies them.
+fn service_account_keys(dir: &Path) {
+    let run = |args: &[&str]| {
+        let output = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl runs (install it to run the tests against a real API server)");
+        assert!(
+            output.status.success(),
+            "openssl {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    run(&[
+        "genpkey",
+        "-algorithm",
+        "EC",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-out",
+        "sa.key",
+    ]);
+    run(&["pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub"]);
+}
+
+fn start_etcd(
+    bin: &Path,
+    dir: &Path,
+    data: &Path,
+    watchdog: &mut Watchdog,
+) -> Result<(Child, String), NotReady> {
+    let (client, peer) = (free_port(), free_port());
+    let client_url = format!("http://127.0.0.1:{client}");
+    let peer_url = format!("http://127.0.0.1:{peer}");
+    let log = dir.join("etcd.log");
+    let mut child = spawn(
+        Command::new(bin.join("etcd"))
+            .arg("--name=test")
+            .arg(format!("--data-dir={}", data.display()))
+            .arg("--unsafe-no-fsync")
+            .arg(format!("--listen-client-urls={client_url}"))
+            .arg(format!("--advertise-client-urls={client_url}"))
+            .arg(format!("--listen-peer-urls={peer_url}"))
+            .arg(format!("--initial-advertise-peer-urls={peer_url}"))
+            .arg(format!("--initial-cluster=test={peer_url}"))
+            .arg("--log-level=warn"),
+        &log,
+    );
+    watchdog.watch(child.id());
+    let health = format!("{client_url}/health");
+    wait_ready("etcd", &mut child, &log, ETCD_READY, || {
+        curl(&["-fsS", &health])
+    })?;
+    Ok((child, client_url))
+}
+
+fn start_apiserver(
+    bin: &Path,
+    dir: &Path,
+    etcd: &str,
+    token: &str,
+    watchdog: &mut Watchdog,
+) -> Result<(Child, String), NotReady> {
+    let port = free_port();
+    let url = format!("https://127.0.0.1:{port}");
+    let log = dir.join("kube-apiserver.log");
+    let mut child = spawn(
+        Command::new(bin.join("kube-apiserver"))
+            .arg(format!("--etcd-servers={etcd}"))
+            .arg("--bind-address=127.0.0.1")
+            .arg("--advertise-address=127.0.0.1")
+            .arg(format!("--secure-port={port}"))
+            .arg(format!("--cert-dir={}", dir.join("certs").display()))
+            .arg(format!(
+                "--token-auth-file={}",
+                dir.join("tokens.csv").display()
+            ))
+            .arg("--authorization-mode=Node,RBAC")
+            .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
+            .arg(format!(
+                "--service-account-key-file={}",
+                dir.join("sa.pub").display()
+            ))
+            .arg(format!(
+                "--service-account-signing-key-file={}",
+                dir.join("sa.key").display()
+            ))
+            .arg("--service-cluster-ip-range=10.0.0.0/24"),
+        &log,
+    );
+    watchdog.watch(child.id());
+    let authorization = format!("Authorization: Bearer {token}");
+    let readyz = format!("{url}/readyz");
+    let default = format!("{url}/api/v1/namespaces/default");
+    let result = wait_ready("kube-apiserver", &mut child, &log, API_READY, || {
+        curl(&["-fsSk", "-H", &authorization, &readyz])
+            && curl(&["-fsSk", "-H", &authorization, &default])
+    });
+    match result {
+        Ok(()) => Ok((child, url)),
+        Err(failure) => {
+            stop(&mut child);
+            Err(failure)
+        }
+    }
+}
+
+/// Spawns `command` in its own process group, stdout and stderr appended to `log`.
+fn spawn(command: &mut Command, log: &Path) -> Child {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("log file opens");
+    command
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().expect("log file handle"))
+        .stderr(file)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {:?}: {e}", command.get_program()))
+}
+
+/// Waits (bounded) until `ready` holds; fails when the process exits first or time runs out.
+fn wait_ready(
+    what: &str,
+    child: &mut Child,
+    log: &Path,
+    limit: Duration,
+    mut ready: impl FnMut() -> bool,
+) -> Result<(), NotReady> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if ready() {
+            return Ok(());
+        }
+        let exited = child.try_wait().ok().flatten();
+        if exited.is_some() || Instant::now() >= deadline {
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(20).collect();
+            let tail = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
+            let why = match exited {
+                Some(status) => format!("exited ({status})"),
+                None => format!("not ready after {} s", limit.as_secs()),
+            };
+            return Err(NotReady {
+                port_clash: exited.is_some() && text.contains("address already in use"),
+                message: format!(
+                    "{what} {why}; the last lines of {} follow:\n{tail}",
+                    log.display()
+                ),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// True when `curl <args>` succeeds.
+fn curl(args: &[&str]) -> bool {
+    Command::new("curl")
+        .args(["--max-time", "5"])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// SIGTERM to the process group of `child`, SIGKILL after 10 s.
+fn stop(child: &mut Child) {
+    if child.try_wait().ok().flatten().is_some() {
+        return;
+    }
+    let group = format!("-{}", child.id());
+    let _ = Command::new("kill")
+        .args(["-TERM", "--", &group])
+        .stderr(Stdio::null())
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if child.try_wait().ok().flatten().is_some() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &group])
+        .stderr(Stdio::null())
+        .status();
+    let _ = child.wait();
+}
+
+fn write_kubeconfig(path: &Path, url: &str, dir: &Path, token: &str) {
+    let ca = dir.join("certs").join("apiserver.crt");
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: control-plane\n  cluster:\n    server: \
+         {url}\n    certificate-authority: {}\nusers:\n- name: admin\n  user:\n    token: \
+         {token}\ncontexts:\n- name: admin\n  context: {{cluster: control-plane, user: admin, \
+         namespace: default}}\ncurrent-context: admin\n",
+        ca.display()
+    );
+    std::fs::write(path, text).expect("kubeconfig written");
+}
+
+/// The resident set size of process `pid` in MiB, 0 if unknown.
+fn rss_mib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("VmRSS:"))
+                .and_then(|value| value.split_whitespace().next()?.parse::<u64>().ok())
+        })
+        .map_or(0, |kib| kib / 1024)
+}
+
+/// `bytes` random bytes from the kernel, as hex.
+fn random_hex(bytes: usize) -> String {
+    use std::io::Read;
+    let mut buffer = vec![0; bytes];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut random| random.read_exact(&mut buffer))
+        .expect("/dev/urandom readable");
+    buffer.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A number unique within this process.
+fn unique() -> usize {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The shell that stops the control plane when this process cannot: it reads process ids on its
+/// stdin, one a line; at end of input it sends SIGTERM to each one's process group in reverse
+/// order (kube-apiserver first), SIGKILL after 10 s, and removes the state directory.
+struct Watchdog {
+    child: Child,
+    stdin: ChildStdin,
+}
+
+const WATCHDOG: &str = r#"
+pids=""
+while read -r pid; do pids="$pid $pids"; done
+for pid in $pids; do
+  kill -TERM -- "-$pid" 2>/dev/null || continue
+  i=0
+  while kill -0 -- "-$pid" 2>/dev/null && [ "$i" -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+  kill -KILL -- "-$pid" 2>/dev/null
+done
+rm -rf "$1"
+"#;
+
+impl Watchdog {
+    fn start(dir: &Path) -> Self {
+        let mut child = Command::new("bash")
+            .args(["-c", WATCHDOG, "control-plane-watchdog"])
+            .arg(dir)
+            .process_group(0)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("sh runs");
+        let stdin = child.stdin.take().expect("stdin piped");
+        Self { child, stdin }
+    }
+
+    fn watch(&mut self, pid: u32) {
+        writeln!(self.stdin, "{pid}").expect("the watchdog reads its stdin");
+    }
+
+    fn into_parts(self) -> Option<(Child, ChildStdin)> {
+        Some((self.child, self.stdin))
+    }
+}
