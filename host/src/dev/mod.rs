@@ -5,36 +5,13 @@
 //! `cargo run` and `make dev` have it; off in the static binary of the container image). Without
 //! it, `dev` says how to get a build that has it and exits 2.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Args;
-
+mod args;
 #[cfg(feature = "dev-server")]
 mod server;
 
-/// Flags of `dev`.
-#[derive(Debug, Args)]
-pub struct DevArgs {
-    /// Directory of examples: each `<name>/plugin.yaml` is loaded and each
-    /// `<name>/samples/*.yaml` applied.
-    #[arg(long, default_value = "examples", value_name = "DIR")]
-    pub examples: PathBuf,
-    /// Where to write the kubeconfig of the embedded API server.
-    #[arg(long, default_value = "target/dev/kubeconfig", value_name = "FILE")]
-    pub kubeconfig_out: PathBuf,
-    /// Address of the embedded API server (HTTPS; the kubeconfig points here).
-    #[arg(long, default_value = "127.0.0.1:6443", value_name = "ADDR")]
-    pub api_address: SocketAddr,
-    /// Address of /metrics, /healthz and /readyz.
-    #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
-    pub metrics_address: SocketAddr,
-    /// Directory for compiled plugin modules, as for `run` [default:
-    /// $XDG_CACHE_HOME/reconcile-host/modules or ~/.cache/reconcile-host/modules].
-    #[arg(long, value_name = "DIR")]
-    pub module_cache: Option<PathBuf>,
-}
+pub use args::DevArgs;
 
 /// Runs `dev` until a signal.
 ///

@@ -13,7 +13,7 @@ use kube::core::GroupVersionKind;
 use kube::discovery;
 use serde::Deserialize;
 
-use super::DevArgs;
+use super::args::DevArgs;
 use crate::config::HostConfig;
 
 /// How long `dev` waits for a freshly created CRD's kind to be served.
