@@ -58,6 +58,12 @@ control-plane:
 bench:
 	$(CARGO) bench --workspace --locked $(if $(BENCH),--bench $(BENCH),)
 
+## client-go's workqueue and controller-runtime's controller side by side with ours: builds both
+## once, alternates them for ROUNDS rounds (default 5), prints one table (benches/peers/README.md).
+.PHONY: bench-peers
+bench-peers:
+	benches/peers/run.sh $(or $(ROUNDS),5)
+
 examples:
 	rustup target add wasm32-wasip2 >/dev/null 2>&1 || rustup target add wasm32-wasip2
 	$(CARGO) build $(WASM) --locked $(EXAMPLES)

@@ -3,16 +3,19 @@
 //!
 //! Run: `cargo bench -p reconcile-host --bench workqueue`. Besides criterion's own lines, each
 //! workload prints one `RESULT` line with the numbers the README quotes.
+//!
+//! With `PEERS_ROUND=1` the binary skips criterion and runs one round of the side-by-side
+//! workloads of `benches/peers/` (A–F, see its README), printing one `PEERS` line each, the
+//! format `benches/peers/run.sh` reads: `make bench-peers`.
 
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, SamplingMode, Throughput, criterion_group};
 use futures::StreamExt;
 use kube_runtime::scheduler::{ScheduleRequest, scheduler};
-use rand::{Rng, SeedableRng};
 use reconcile_host::queue::{Queue, RateLimitingQueue, default_controller_limiter};
 use tokio::runtime::Runtime;
 use tokio::time::Instant;
@@ -203,10 +206,18 @@ fn percentiles(mut late: Vec<Duration>) -> (f64, f64, f64) {
     (at(0.50), at(0.99), at(1.0))
 }
 
+/// E's delays: splitmix64 from `seed`, each `next % 50,000` µs; `benches/peers/main.go` draws
+/// the same sequence.
 fn random_delays(seed: u64) -> Vec<Duration> {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut state = seed;
     (0..DELAYED)
-        .map(|_| Duration::from_micros(rng.random_range(0..MAX_DELAY_MICROS)))
+        .map(|_| {
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            Duration::from_micros((z ^ (z >> 31)) % MAX_DELAY_MICROS)
+        })
         .collect()
 }
 
@@ -341,4 +352,15 @@ fn bench_e(c: &mut Criterion) {
 }
 
 criterion_group!(benches, bench_a, bench_b, bench_c, bench_d, bench_e);
-criterion_main!(benches);
+
+fn main() {
+    if std::env::var_os("PEERS_ROUND").is_some() {
+        peers::round(std::env::args().skip(1).find(|a| !a.starts_with('-')));
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
+
+#[path = "workqueue_peers/round.rs"]
+mod peers;
