@@ -1,51 +1,16 @@
 //! The basic workqueue: a FIFO with dirty/processing bookkeeping (SEMANTICS rules 1–6).
 
-use std::collections::VecDeque;
-use std::collections::hash_map::Entry;
 use std::fmt;
 use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
-
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::Key;
 use super::metrics::QueueMetrics;
-
-type Map<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
-
-/// Where a key stands. Together these encode client-go's `dirty` and `processing` sets:
-/// `dirty = Queued ∪ ProcessingDirty`, `processing = Processing ∪ ProcessingDirty`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
-    /// In the FIFO exactly once, waiting for a worker.
-    Queued,
-    /// Handed to a worker, not added since.
-    Processing,
-    /// Handed to a worker and added again since: `done` puts it back into the FIFO.
-    ProcessingDirty,
-}
-
-/// A key's phase and, when metrics are on, its timestamps.
-#[derive(Clone, Copy, Debug)]
-struct Slot {
-    phase: Phase,
-    /// When the pending add happened (queue latency runs from here to `get`).
-    added_at: Option<Instant>,
-    /// When a worker took the key (work duration runs from here to `done`).
-    started_at: Option<Instant>,
-}
-
-struct State<K> {
-    fifo: VecDeque<K>,
-    slots: Map<K, Slot>,
-    processing: usize,
-    shutting_down: bool,
-    /// Getters currently parked in [`Queue::get`]; adds only notify when this is non-zero.
-    parked: usize,
-}
+use super::state::{Added, Finished, State};
 
 struct Inner<K> {
     state: Mutex<State<K>>,
@@ -86,7 +51,7 @@ impl<K: Key> fmt::Debug for Queue<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = self.inner.lock();
         f.debug_struct("Queue")
-            .field("len", &state.fifo.len())
+            .field("len", &state.len())
             .field("processing", &state.processing)
             .field("shutting_down", &state.shutting_down)
             .finish()
@@ -125,13 +90,7 @@ impl<K: Key> Queue<K> {
     fn build(metrics: Option<Arc<dyn QueueMetrics>>) -> Self {
         Self {
             inner: Arc::new(Inner {
-                state: Mutex::new(State {
-                    fifo: VecDeque::new(),
-                    slots: Map::default(),
-                    processing: 0,
-                    shutting_down: false,
-                    parked: 0,
-                }),
+                state: Mutex::new(State::new()),
                 ready: Notify::new(),
                 drained: Notify::new(),
                 shutdown: CancellationToken::new(),
@@ -156,26 +115,10 @@ impl<K: Key> Queue<K> {
         let now = inner.now();
         let (mut queued, mut dirtied) = (0_usize, 0_usize);
         for key in keys {
-            match state.slots.entry(key) {
-                Entry::Vacant(vacant) => {
-                    let key = vacant.key().clone();
-                    vacant.insert(Slot {
-                        phase: Phase::Queued,
-                        added_at: now,
-                        started_at: None,
-                    });
-                    state.fifo.push_back(key);
-                    queued += 1;
-                }
-                Entry::Occupied(mut occupied) => {
-                    let slot = occupied.get_mut();
-                    if slot.phase == Phase::Processing {
-                        // Dirty again while a worker holds it: `done` will queue it.
-                        slot.phase = Phase::ProcessingDirty;
-                        slot.added_at = now;
-                        dirtied += 1;
-                    }
-                }
+            match state.add(key, now) {
+                Added::Queued => queued += 1,
+                Added::Dirtied => dirtied += 1,
+                Added::Merged => {}
             }
         }
         let wakes = queued.min(state.parked);
@@ -224,20 +167,11 @@ impl<K: Key> Queue<K> {
     }
 
     fn take_locked(&self, state: &mut State<K>) -> Option<Option<K>> {
-        let Some(key) = state.fifo.pop_front() else {
-            return state.shutting_down.then_some(None);
-        };
         let inner = &*self.inner;
         let now = inner.now();
-        let slot = state
-            .slots
-            .get_mut(&key)
-            .expect("a queued key always has a slot");
-        debug_assert_eq!(slot.phase, Phase::Queued);
-        slot.phase = Phase::Processing;
-        slot.started_at = now;
-        let added_at = slot.added_at.take();
-        state.processing += 1;
+        let Some((key, added_at)) = state.take(now) else {
+            return state.shutting_down.then_some(None);
+        };
         if let Some(m) = &inner.metrics {
             m.depth(-1);
             if let (Some(added), Some(now)) = (added_at, now) {
@@ -252,25 +186,16 @@ impl<K: Key> Queue<K> {
     pub fn done(&self, key: &K) {
         let inner = &*self.inner;
         let mut state = inner.lock();
-        let Some(slot) = state.slots.get_mut(key) else {
-            return;
-        };
-        let started = slot.started_at.take();
-        match slot.phase {
-            Phase::Queued => return,
-            Phase::Processing => {
-                state.slots.remove(key);
-            }
-            Phase::ProcessingDirty => {
-                // Depth already counted this key when it was re-added.
-                slot.phase = Phase::Queued;
-                state.fifo.push_back(key.clone());
+        let started = match state.done(key) {
+            Finished::Ignored => return,
+            Finished::Released(started) => started,
+            Finished::Requeued(started) => {
                 if state.parked > 0 {
                     inner.ready.notify_one();
                 }
+                started
             }
-        }
-        state.processing -= 1;
+        };
         let drained = state.processing == 0 && state.shutting_down;
         drop(state);
         if let (Some(m), Some(start)) = (&inner.metrics, started) {
@@ -284,7 +209,7 @@ impl<K: Key> Queue<K> {
     /// Number of queued keys, not counting keys being processed (rule 6).
     #[must_use]
     pub fn len(&self) -> usize {
-        self.inner.lock().fifo.len()
+        self.inner.lock().len()
     }
 
     /// True when no key is queued.
@@ -297,25 +222,14 @@ impl<K: Key> Queue<K> {
     /// particular order: what a replacement queue must take over so no pending key is lost.
     #[must_use]
     pub fn pending(&self) -> Vec<K> {
-        let state = self.inner.lock();
-        state
-            .slots
-            .iter()
-            .filter(|(_, slot)| slot.phase != Phase::Processing)
-            .map(|(key, _)| key.clone())
-            .collect()
+        self.inner.lock().dirty()
     }
 
     /// Empties the queue of its queued keys and returns them in queue order; the depth metric
     /// drops by as many. Keys being processed are left to their `done`. For handing a retired
     /// queue's keys to its successor: the successor counts them again when they are added to it.
     pub fn take_pending(&self) -> Vec<K> {
-        let mut state = self.inner.lock();
-        let keys: Vec<K> = state.fifo.drain(..).collect();
-        for key in &keys {
-            state.slots.remove(key);
-        }
-        drop(state);
+        let keys = self.inner.lock().take_queued();
         if let Some(m) = self.inner.metrics.as_ref().filter(|_| !keys.is_empty()) {
             m.depth(-i64::try_from(keys.len()).unwrap_or(i64::MAX));
         }
@@ -369,9 +283,7 @@ impl<K: Key> Queue<K> {
         let (total, longest) = {
             let state = self.inner.lock();
             state
-                .slots
-                .values()
-                .filter_map(|slot| slot.started_at)
+                .started()
                 .map(|since| now - since)
                 .fold((0.0_f64, 0.0_f64), |(sum, max), age| {
                     let age = age.as_secs_f64();
@@ -403,7 +315,6 @@ impl<K: Key> Drop for Unpark<'_, K> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex as StdMutex;
     use std::time::Duration;
 
     use futures::FutureExt;
@@ -523,7 +434,7 @@ mod tests {
         q.done(&a);
         assert_eq!(q.len(), 0);
         assert_eq!(q.processing(), 0);
-        assert!(q.inner.lock().slots.is_empty());
+        assert_eq!(q.inner.lock().live(), 0, "no state is left for `a`");
         q.add("a");
         assert_eq!(q.len(), 1, "a finished key can be added again");
     }
@@ -685,88 +596,5 @@ mod tests {
         assert!(!q.shutting_down());
         q.shut_down();
         assert!(q.shutting_down());
-    }
-
-    #[derive(Default)]
-    struct Recorded {
-        adds: usize,
-        depth: i64,
-        latencies: Vec<Duration>,
-        work: Vec<Duration>,
-        unfinished: Option<(f64, f64)>,
-    }
-
-    #[derive(Default)]
-    struct Recorder(StdMutex<Recorded>);
-
-    impl QueueMetrics for Recorder {
-        fn add(&self) {
-            self.0.lock().unwrap().adds += 1;
-        }
-        fn depth(&self, delta: i64) {
-            self.0.lock().unwrap().depth += delta;
-        }
-        fn queue_latency(&self, waited: Duration) {
-            self.0.lock().unwrap().latencies.push(waited);
-        }
-        fn work_duration(&self, held: Duration) {
-            self.0.lock().unwrap().work.push(held);
-        }
-        fn unfinished_work(&self, total: f64, longest: f64) {
-            self.0.lock().unwrap().unfinished = Some((total, longest));
-        }
-    }
-
-    #[test]
-    fn taking_the_pending_keys_empties_the_queue_and_its_depth() {
-        let recorder = Arc::new(Recorder::default());
-        let q = Queue::with_metrics(Arc::clone(&recorder) as Arc<dyn QueueMetrics>);
-        for key in ["a", "b", "c"] {
-            q.add(key);
-        }
-        let taken = q.try_get().flatten();
-        assert_eq!(taken, Some("a"));
-        assert_eq!(q.take_pending(), ["b", "c"]);
-        assert_eq!(recorder.0.lock().unwrap().depth, 0);
-        assert_eq!(q.len(), 0);
-        q.done(&"a");
-        q.add("b");
-        assert_eq!(
-            recorder.0.lock().unwrap().depth,
-            1,
-            "a taken key can be added again"
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn metrics_hooks_see_adds_depth_latency_work_and_unfinished_work() {
-        let recorder = Arc::new(Recorder::default());
-        let q = Queue::with_metrics(recorder.clone());
-        q.add("a");
-        q.add("a"); // dedup: not counted
-        q.add("b");
-        tokio::time::advance(Duration::from_millis(30)).await;
-        let a = q.get().await.unwrap();
-        tokio::time::advance(Duration::from_millis(20)).await;
-        let b = q.get().await.unwrap();
-        q.add("a"); // while processing: counted, depth +1
-        tokio::time::advance(Duration::from_millis(100)).await;
-        q.report_unfinished_work();
-        q.done(&a);
-        q.done(&b);
-        let r = recorder.0.lock().unwrap();
-        assert_eq!(r.adds, 3);
-        assert_eq!(r.depth, 1, "`a` is dirty again");
-        assert_eq!(
-            r.latencies,
-            [Duration::from_millis(30), Duration::from_millis(50)]
-        );
-        assert_eq!(
-            r.work,
-            [Duration::from_millis(120), Duration::from_millis(100)]
-        );
-        let (total, longest) = r.unfinished.unwrap();
-        assert!((total - 0.22).abs() < 1e-9, "total {total}");
-        assert!((longest - 0.12).abs() < 1e-9, "longest {longest}");
     }
 }

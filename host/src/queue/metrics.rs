@@ -42,3 +42,95 @@ pub trait QueueMetrics: Send + Sync + 'static {
 pub struct NoMetrics;
 
 impl QueueMetrics for NoMetrics {}
+
+/// What the basic queue reports to the hooks.
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex as StdMutex};
+
+    use super::*;
+    use crate::queue::Queue;
+
+    #[derive(Default)]
+    struct Recorded {
+        adds: usize,
+        depth: i64,
+        latencies: Vec<Duration>,
+        work: Vec<Duration>,
+        unfinished: Option<(f64, f64)>,
+    }
+
+    #[derive(Default)]
+    struct Recorder(StdMutex<Recorded>);
+
+    impl QueueMetrics for Recorder {
+        fn add(&self) {
+            self.0.lock().unwrap().adds += 1;
+        }
+        fn depth(&self, delta: i64) {
+            self.0.lock().unwrap().depth += delta;
+        }
+        fn queue_latency(&self, waited: Duration) {
+            self.0.lock().unwrap().latencies.push(waited);
+        }
+        fn work_duration(&self, held: Duration) {
+            self.0.lock().unwrap().work.push(held);
+        }
+        fn unfinished_work(&self, total: f64, longest: f64) {
+            self.0.lock().unwrap().unfinished = Some((total, longest));
+        }
+    }
+
+    #[test]
+    fn taking_the_pending_keys_empties_the_queue_and_its_depth() {
+        let recorder = Arc::new(Recorder::default());
+        let q = Queue::with_metrics(Arc::clone(&recorder) as Arc<dyn QueueMetrics>);
+        for key in ["a", "b", "c"] {
+            q.add(key);
+        }
+        let taken = q.try_get().flatten();
+        assert_eq!(taken, Some("a"));
+        assert_eq!(q.take_pending(), ["b", "c"]);
+        assert_eq!(recorder.0.lock().unwrap().depth, 0);
+        assert_eq!(q.len(), 0);
+        q.done(&"a");
+        q.add("b");
+        assert_eq!(
+            recorder.0.lock().unwrap().depth,
+            1,
+            "a taken key can be added again"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn metrics_hooks_see_adds_depth_latency_work_and_unfinished_work() {
+        let recorder = Arc::new(Recorder::default());
+        let q = Queue::with_metrics(recorder.clone());
+        q.add("a");
+        q.add("a"); // dedup: not counted
+        q.add("b");
+        tokio::time::advance(Duration::from_millis(30)).await;
+        let a = q.get().await.unwrap();
+        tokio::time::advance(Duration::from_millis(20)).await;
+        let b = q.get().await.unwrap();
+        q.add("a"); // while processing: counted, depth +1
+        tokio::time::advance(Duration::from_millis(100)).await;
+        q.report_unfinished_work();
+        q.done(&a);
+        q.done(&b);
+        let r = recorder.0.lock().unwrap();
+        assert_eq!(r.adds, 3);
+        assert_eq!(r.depth, 1, "`a` is dirty again");
+        assert_eq!(
+            r.latencies,
+            [Duration::from_millis(30), Duration::from_millis(50)]
+        );
+        assert_eq!(
+            r.work,
+            [Duration::from_millis(120), Duration::from_millis(100)]
+        );
+        let (total, longest) = r.unfinished.unwrap();
+        assert!((total - 0.22).abs() < 1e-9, "total {total}");
+        assert!((longest - 0.12).abs() < 1e-9, "longest {longest}");
+    }
+}

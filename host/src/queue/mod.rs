@@ -22,6 +22,7 @@ mod delaying;
 mod limiter;
 mod metrics;
 mod rate_limiting;
+mod state;
 
 pub use basic::Queue;
 pub use delaying::DelayingQueue;

@@ -1,0 +1,273 @@
+//! The basic queue's bookkeeping under its lock: which keys are queued, processing or dirty, in
+//! what order (SEMANTICS rules 1–4), with one hash operation per `add`, one per `done` and none
+//! per `get`.
+//!
+//! Each key the queue holds owns a slot in a slab (reused through a free list); the map finds a
+//! key's slot, and the FIFO holds the queued keys with their slot index, so taking a key needs
+//! no lookup, and finishing one is a single `remove` (put back in the rare case the key was
+//! added again while processing).
+
+use std::collections::VecDeque;
+use std::collections::hash_map::Entry;
+
+use tokio::time::Instant;
+
+type Map<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
+/// Where a key stands. Together these encode client-go's `dirty` and `processing` sets:
+/// `dirty = Queued ∪ ProcessingDirty`, `processing = Processing ∪ ProcessingDirty`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// In the FIFO exactly once, waiting for a worker.
+    Queued,
+    /// Handed to a worker, not added since.
+    Processing,
+    /// Handed to a worker and added again since: `done` puts it back into the FIFO.
+    ProcessingDirty,
+}
+
+/// A key's phase and, when metrics are on, its timestamps.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    phase: Phase,
+    /// When the pending add happened (queue latency runs from here to `get`).
+    added_at: Option<Instant>,
+    /// When a worker took the key (work duration runs from here to `done`).
+    started_at: Option<Instant>,
+}
+
+/// What [`State::add`] did with a key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Added {
+    /// Put at the end of the FIFO.
+    Queued,
+    /// Marked dirty while processing: `done` will queue it.
+    Dirtied,
+    /// Already dirty: nothing to do.
+    Merged,
+}
+
+/// What [`State::done`] did with a key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Finished {
+    /// Not being processed: ignored.
+    Ignored,
+    /// Finished; `started_at` is when it was taken (metrics on).
+    Released(Option<Instant>),
+    /// Finished and put back at the end of the FIFO (it was added while processing).
+    Requeued(Option<Instant>),
+}
+
+pub(super) struct State<K> {
+    index: Map<K, u32>,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    fifo: VecDeque<(K, u32)>,
+    pub(super) processing: usize,
+    pub(super) shutting_down: bool,
+    /// Getters currently parked in `Queue::get`; adds only notify when this is non-zero.
+    pub(super) parked: usize,
+}
+
+impl<K: super::Key> State<K> {
+    pub(super) fn new() -> Self {
+        Self {
+            index: Map::default(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            fifo: VecDeque::new(),
+            processing: 0,
+            shutting_down: false,
+            parked: 0,
+        }
+    }
+
+    /// Number of queued keys.
+    pub(super) fn len(&self) -> usize {
+        self.fifo.len()
+    }
+
+    /// Rule 1: queue `key`, or mark it dirty while it is processing, or merge it.
+    pub(super) fn add(&mut self, key: K, now: Option<Instant>) -> Added {
+        match self.index.entry(key) {
+            Entry::Vacant(vacant) => {
+                let slot = Slot {
+                    phase: Phase::Queued,
+                    added_at: now,
+                    started_at: None,
+                };
+                let at = match self.free.pop() {
+                    Some(at) => {
+                        self.slots[at as usize] = slot;
+                        at
+                    }
+                    None => {
+                        self.slots.push(slot);
+                        u32::try_from(self.slots.len() - 1)
+                            .expect("fewer than 2^32 keys in one queue")
+                    }
+                };
+                let key = vacant.key().clone();
+                vacant.insert(at);
+                self.fifo.push_back((key, at));
+                Added::Queued
+            }
+            Entry::Occupied(occupied) => {
+                let slot = &mut self.slots[*occupied.get() as usize];
+                if slot.phase == Phase::Processing {
+                    slot.phase = Phase::ProcessingDirty;
+                    slot.added_at = now;
+                    Added::Dirtied
+                } else {
+                    Added::Merged
+                }
+            }
+        }
+    }
+
+    /// Rule 2: hands out the first queued key with when it was added; `None` when none is queued.
+    pub(super) fn take(&mut self, now: Option<Instant>) -> Option<(K, Option<Instant>)> {
+        let (key, at) = self.fifo.pop_front()?;
+        let slot = &mut self.slots[at as usize];
+        debug_assert_eq!(slot.phase, Phase::Queued);
+        slot.phase = Phase::Processing;
+        slot.started_at = now;
+        self.processing += 1;
+        Some((key, slot.added_at.take()))
+    }
+
+    /// Rule 3: finishes `key`; re-queues it if it was added while processing.
+    pub(super) fn done(&mut self, key: &K) -> Finished {
+        // One `remove` serves the common case; the rare others put the key back.
+        let Some(at) = self.index.remove(key) else {
+            return Finished::Ignored;
+        };
+        let slot = &mut self.slots[at as usize];
+        match slot.phase {
+            Phase::Queued => {
+                self.index.insert(key.clone(), at);
+                Finished::Ignored
+            }
+            Phase::Processing => {
+                let started = slot.started_at.take();
+                self.free.push(at);
+                self.processing -= 1;
+                Finished::Released(started)
+            }
+            Phase::ProcessingDirty => {
+                // Depth already counted this key when it was re-added.
+                slot.phase = Phase::Queued;
+                let started = slot.started_at.take();
+                self.processing -= 1;
+                self.index.insert(key.clone(), at);
+                self.fifo.push_back((key.clone(), at));
+                Finished::Requeued(started)
+            }
+        }
+    }
+
+    /// Empties the FIFO, returning the queued keys in order; the queue forgets them.
+    pub(super) fn take_queued(&mut self) -> Vec<K> {
+        let taken: Vec<(K, u32)> = self.fifo.drain(..).collect();
+        taken
+            .into_iter()
+            .map(|(key, at)| {
+                self.index.remove(&key);
+                self.free.push(at);
+                key
+            })
+            .collect()
+    }
+
+    /// The dirty keys (queued, or re-added while processing), in no particular order.
+    pub(super) fn dirty(&self) -> Vec<K> {
+        self.index
+            .iter()
+            .filter(|&(_, &at)| self.slots[at as usize].phase != Phase::Processing)
+            .map(|(key, _)| key.clone())
+            .collect()
+    }
+
+    /// When each key being processed was taken (metrics on).
+    pub(super) fn started(&self) -> impl Iterator<Item = Instant> + '_ {
+        self.index
+            .values()
+            .filter_map(|&at| self.slots[at as usize].started_at)
+    }
+
+    /// Keys the queue holds state for (queued, processing or dirty).
+    #[cfg(test)]
+    pub(super) fn live(&self) -> usize {
+        self.index.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cycle(state: &mut State<u32>, key: u32) {
+        assert_eq!(state.add(key, None), Added::Queued);
+        let (taken, _) = state.take(None).expect("queued");
+        assert_eq!(taken, key);
+        assert_eq!(state.done(&key), Finished::Released(None));
+    }
+
+    #[test]
+    fn a_finished_key_is_forgotten_and_its_slot_reused() {
+        let mut state = State::new();
+        for key in 0..1_000 {
+            cycle(&mut state, key);
+        }
+        assert_eq!(state.live(), 0);
+        assert_eq!(state.slots.len(), 1, "one slot served every key in turn");
+        assert_eq!(
+            state.done(&1),
+            Finished::Ignored,
+            "forgotten, not processing"
+        );
+    }
+
+    #[test]
+    fn done_on_a_queued_key_leaves_it_queued() {
+        let mut state = State::new();
+        state.add(7, None);
+        assert_eq!(state.done(&7), Finished::Ignored);
+        assert_eq!((state.len(), state.live()), (1, 1));
+        assert_eq!(state.take(None).map(|(k, _)| k), Some(7));
+        assert_eq!(state.done(&7), Finished::Released(None));
+        assert_eq!(state.live(), 0);
+    }
+
+    #[test]
+    fn reused_slots_never_mix_up_keys() {
+        let mut state = State::new();
+        for key in 0..5_000 {
+            state.add(key, None);
+        }
+        let taken: Vec<u32> = std::iter::from_fn(|| state.take(None).map(|(k, _)| k)).collect();
+        assert_eq!(taken, (0..5_000).collect::<Vec<_>>());
+        for key in (0..5_000).step_by(2) {
+            assert_eq!(state.add(key, None), Added::Dirtied);
+        }
+        for key in &taken {
+            let finished = state.done(key);
+            if key % 2 == 0 {
+                assert!(matches!(finished, Finished::Requeued(_)), "{key}");
+            } else {
+                assert!(matches!(finished, Finished::Released(_)), "{key}");
+            }
+        }
+        for key in 5_000..7_500 {
+            assert_eq!(state.add(key, None), Added::Queued);
+        }
+        let order: Vec<u32> = std::iter::from_fn(|| state.take(None).map(|(k, _)| k)).collect();
+        let expected: Vec<u32> = (0..5_000).step_by(2).chain(5_000..7_500).collect();
+        assert_eq!(order, expected);
+        for key in &order {
+            assert!(matches!(state.done(key), Finished::Released(_)));
+        }
+        assert_eq!((state.live(), state.processing), (0, 0));
+        assert_eq!(state.slots.len(), 5_000, "slots freed by done are reused");
+    }
+}
