@@ -6,9 +6,10 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use common::backend::Backend as ApiServer;
 use common::host::{Host, component, manifest, scratch};
 use common::{config_maps, eventually_async, namespace};
-use embedded_apiserver::{ApiServer, Config};
+use embedded_apiserver::Config;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

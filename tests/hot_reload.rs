@@ -7,9 +7,10 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use common::backend::Backend as ApiServer;
 use common::eventually_async;
 use common::host::{Host, component, scratch};
-use embedded_apiserver::{ApiServer, Config};
+use embedded_apiserver::Config;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::core::ObjectMeta;
@@ -21,8 +22,8 @@ async fn server() -> ApiServer {
         .expect("API server starts")
 }
 
-fn config_maps(server: &ApiServer) -> Api<ConfigMap> {
-    Api::namespaced(server.kube_client().expect("client"), "default")
+fn config_maps(server: &impl common::backend::Cluster) -> Api<ConfigMap> {
+    Api::namespaced(server.client(), "default")
 }
 
 /// Writes `plugins/<name>/plugin.yaml` (reconciling ConfigMaps labelled `<name>=true`) with
@@ -113,7 +114,10 @@ fn stamps(log: &str) -> HashMap<String, HashSet<String>> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_module_swapped_under_load_reconciles_every_object_at_its_latest_version() {
     const OBJECTS: usize = 10_000;
-    let server = server().await;
+    // Embedded only: bulk_load writes the objects without HTTP.
+    let server = embedded_apiserver::ApiServer::start(Config::default())
+        .await
+        .expect("the embedded API server starts");
     server
         .bulk_load((0..OBJECTS).map(|i| {
             json!({"apiVersion": "v1", "kind": "ConfigMap",
@@ -342,7 +346,10 @@ async fn plugins_come_and_go_and_a_changed_manifest_rebuilds_the_controller() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rebuilt_plugin_leaves_no_queue_depth_behind() {
     const OBJECTS: usize = 100;
-    let server = server().await;
+    // Embedded only: bulk_load writes the objects without HTTP.
+    let server = embedded_apiserver::ApiServer::start(Config::default())
+        .await
+        .expect("the embedded API server starts");
     server
         .bulk_load((0..OBJECTS).map(|i| {
             json!({"apiVersion": "v1", "kind": "ConfigMap",

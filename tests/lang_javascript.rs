@@ -7,11 +7,12 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use common::backend::Backend as ApiServer;
 use common::host::{
     Host, component, manifest, scratch, scripted_component, target_dir, tool, workspace,
 };
 use common::{eventually_async, namespace};
-use embedded_apiserver::{ApiServer, Config};
+use embedded_apiserver::Config;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

@@ -12,11 +12,12 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use common::backend::Backend as ApiServer;
 use common::host::{
     Host, component, manifest, scratch, scripted_component, target_dir, tool, workspace,
 };
 use common::{WAIT, config_maps, eventually_async, namespace};
-use embedded_apiserver::{ApiServer, Config};
+use embedded_apiserver::Config;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};

@@ -5,9 +5,10 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
+use common::backend::Backend as ApiServer;
 use common::host::{Host, component, manifest, scratch};
 use common::{config_maps, eventually_async, namespace};
-use embedded_apiserver::{ApiServer, Config};
+use embedded_apiserver::Config;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::PostParams;
 use kube::core::ObjectMeta;

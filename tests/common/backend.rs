@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::OnceLock;
 
-use embedded_apiserver::{ApiServer, Config};
+use embedded_apiserver::{ApiServer, Config, StartError};
 
 use super::control_plane::ControlPlane;
 
@@ -57,16 +57,15 @@ pub enum Backend {
 }
 
 impl Backend {
-    /// The backend `E2E_BACKEND` selects, for one test.
-    pub async fn start() -> Self {
-        Self::start_with(Config::default()).await
-    }
-
-    /// As [`start`](Self::start); `config` configures the embedded server (the real one ignores
-    /// it: it always requires its admin token).
-    pub async fn start_with(config: Config) -> Self {
+    /// The backend `E2E_BACKEND` selects, for one test; the same call as
+    /// [`ApiServer::start`], so a test file switches with its `use` line. `config` configures the
+    /// embedded server; the real one ignores it (it always requires its admin token).
+    ///
+    /// # Errors
+    /// The embedded server's start-up error (the real one panics, naming its log).
+    pub async fn start(config: Config) -> Result<Self, StartError> {
         match kind() {
-            Kind::Embedded => Self::embedded(config).await,
+            Kind::Embedded => ApiServer::start(config).await.map(Self::Embedded),
             Kind::Real => {
                 static LEASE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
                 let lease = LEASE.lock().await;
@@ -77,10 +76,10 @@ impl Backend {
                 })
                 .await
                 .expect("the control plane starts");
-                Self::Real {
+                Ok(Self::Real {
                     plane,
                     _lease: lease,
-                }
+                })
             }
         }
     }
@@ -153,6 +152,35 @@ impl Backend {
         let mut command = Command::new("kubectl");
         command.arg("--kubeconfig").arg(kubeconfig);
         command
+    }
+}
+
+/// What the harness needs of an API server: an admin client and a kubeconfig. Both the embedded
+/// server and a [`Backend`] have them, so hosts start on either.
+pub trait Cluster {
+    /// An admin kube client (call it inside the test's runtime).
+    fn client(&self) -> kube::Client;
+    /// Writes an admin kubeconfig to `path`.
+    fn kubeconfig_to(&self, path: &Path);
+}
+
+impl Cluster for ApiServer {
+    fn client(&self) -> kube::Client {
+        self.kube_client()
+            .expect("a kube client for the embedded API server")
+    }
+    fn kubeconfig_to(&self, path: &Path) {
+        self.write_kubeconfig(path).expect("kubeconfig written");
+    }
+}
+
+impl Cluster for Backend {
+    fn client(&self) -> kube::Client {
+        self.kube_client()
+            .expect("a kube client for the API server")
+    }
+    fn kubeconfig_to(&self, path: &Path) {
+        self.write_kubeconfig(path).expect("kubeconfig written");
     }
 }
 

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, OnceLock};
 
-use embedded_apiserver::ApiServer;
 use parking_lot::Mutex;
 
 use super::WAIT;
+use super::backend::Cluster;
 
 /// Every guest crate the tests load.
 const GUESTS: [&str; 8] = [
@@ -142,14 +142,19 @@ pub struct Host {
 
 impl Host {
     /// Starts `reconcile-host run` on `server` with `plugins`, leader election off.
-    pub fn start(server: &ApiServer, dir: &Path, plugins: &[PathBuf]) -> Self {
+    pub fn start(server: &impl Cluster, dir: &Path, plugins: &[PathBuf]) -> Self {
         Self::start_with(server, dir, plugins, &[])
     }
 
     /// As [`start`](Self::start), with extra arguments.
-    pub fn start_with(server: &ApiServer, dir: &Path, plugins: &[PathBuf], args: &[&str]) -> Self {
+    pub fn start_with(
+        server: &impl Cluster,
+        dir: &Path,
+        plugins: &[PathBuf],
+        args: &[&str],
+    ) -> Self {
         let kubeconfig = dir.join("kubeconfig");
-        server.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+        server.kubeconfig_to(&kubeconfig);
         let mut command = Self::command();
         command
             .arg("--kubeconfig")

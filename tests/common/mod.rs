@@ -2,6 +2,8 @@
 //! components built once per run, manifests and scratch directories.
 #![allow(dead_code)]
 
+pub mod backend;
+pub mod control_plane;
 pub mod host;
 
 use std::time::Duration;
@@ -52,21 +54,14 @@ pub fn config_map(name: &str, value: &str) -> ConfigMap {
 }
 
 /// ConfigMaps of `namespace` on `server`.
-pub fn config_maps(
-    server: &embedded_apiserver::ApiServer,
-    namespace: &str,
-) -> kube::Api<ConfigMap> {
-    kube::Api::namespaced(server.kube_client().expect("client"), namespace)
+pub fn config_maps(server: &impl backend::Cluster, namespace: &str) -> kube::Api<ConfigMap> {
+    kube::Api::namespaced(server.client(), namespace)
 }
 
 /// Creates the namespace `name` with `labels`.
-pub async fn namespace(
-    server: &embedded_apiserver::ApiServer,
-    name: &str,
-    labels: &[(&str, &str)],
-) {
+pub async fn namespace(server: &impl backend::Cluster, name: &str, labels: &[(&str, &str)]) {
     use k8s_openapi::api::core::v1::Namespace;
-    let namespaces: kube::Api<Namespace> = kube::Api::all(server.kube_client().expect("client"));
+    let namespaces: kube::Api<Namespace> = kube::Api::all(server.client());
     let object = Namespace {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
