@@ -16,7 +16,7 @@ SCRIPTED_GUESTS := $(sort $(wildcard host/tests/guests/*/build.sh))
 .PHONY: test deps fmt-check clippy guests unit go-test static bench dev examples
 
 ## Everything CI checks: toolchain and test dependencies, formatting, lints, all tests.
-test: deps fmt-check clippy guests unit go-test static
+test: deps fmt-check clippy guests unit e2e-real go-test static
 
 ## Installs what the tests need (rustup components and target, the Python client, kubectl).
 deps:
@@ -37,6 +37,13 @@ guests:
 
 unit:
 	PATH="$(VENV)/bin:$$PATH" $(CARGO) test --workspace --locked
+
+## The end-to-end tests again, against a real kube-apiserver and etcd (one per test binary;
+## tests/README.md says which tests need the embedded server and stay on it).
+.PHONY: e2e-real
+E2E_REAL_TESTS := example_plugins lang_c lang_go lang_javascript lang_python leader_fencing hot_reload
+e2e-real: control-plane
+	PATH="$(VENV)/bin:$$PATH" E2E_BACKEND=real $(CARGO) test -p end-to-end --locked $(E2E_REAL_TESTS:%=--test %)
 
 ## The Go guests' own tests with the SDK's fake host: plain `go test`, no wasm.
 go-test:
