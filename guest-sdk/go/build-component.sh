@@ -104,6 +104,9 @@ import=$(cd "$package" && "$go" list .)
 mkdir -p "$build/bindings.tmp/export_wit_world"
 sed "s|RECONCILER_PACKAGE|$import|" "$sdk/component/glue.go" \
   > "$build/bindings.tmp/export_wit_world/glue.go"
+mkdir -p "$build/argv0"
+printf 'module argv0\n\ngo %s\n' "${GO_VERSION%.*}" > "$build/argv0/go.mod"
+cp "$sdk/component/argv0.go" "$build/argv0/argv0.go"
 if ! diff -rq "$build/bindings.tmp" "$build/bindings" >/dev/null 2>&1; then
   rm -rf "$build/bindings" && mv "$build/bindings.tmp" "$build/bindings"
 else
@@ -114,6 +117,7 @@ go ${GO_VERSION%.*}
 
 use (
 	./bindings
+	./argv0
 	$sdk
 	$(cd "$package" && dirname "$("$go" env GOMOD)")
 )
