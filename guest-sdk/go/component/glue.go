@@ -20,8 +20,8 @@ import (
 	"wit_component/kube_reconcile_log"
 	"wit_component/kube_reconcile_types"
 
-	_ "argv0" // first: os.Args[0] for the packages that read it in init
 	_ "RECONCILER_PACKAGE"
+	_ "argv0" // first: os.Args[0] for the packages that read it in init
 )
 
 func init() { guest.SetHost(componentHost{}) }
