@@ -13,6 +13,7 @@ use embedded_apiserver::Config;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind, ObjectMeta};
 
@@ -370,6 +371,7 @@ async fn website_becomes_an_owned_deployment_and_service_with_status() {
         .create(&PostParams::default(), &crd)
         .await
         .expect("crd created");
+    common::crd_established(&client, crd.metadata.name.as_deref().expect("named")).await;
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Website"));
     let websites: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource);
     let website: DynamicObject = serde_yaml_ng::from_str(
@@ -448,11 +450,46 @@ async fn website_becomes_an_owned_deployment_and_service_with_status() {
         "{settled} reconciles for two generations: something feeds back"
     );
 
-    // Deleting the Website takes its children with it (garbage collection).
+    // Deleting the Website takes its children with it (garbage collection). A real API server
+    // without kube-controller-manager has no garbage collector: there the children must name
+    // the Website as their controlling owner, and the test removes them itself.
+    let uid = websites
+        .get("hello")
+        .await
+        .expect("the Website")
+        .metadata
+        .uid;
+    let owned_by_website = |owners: Option<Vec<OwnerReference>>| {
+        owners.unwrap_or_default().iter().any(|owner| {
+            owner.kind == "Website"
+                && owner.controller == Some(true)
+                && Some(&owner.uid) == uid.as_ref()
+        })
+    };
+    let deployment = deployments.get("hello").await.expect("the Deployment");
+    assert!(
+        owned_by_website(deployment.metadata.owner_references),
+        "the Deployment is owned"
+    );
+    let service = services.get("hello").await.expect("the Service");
+    assert!(
+        owned_by_website(service.metadata.owner_references),
+        "the Service is owned"
+    );
     websites
         .delete("hello", &DeleteParams::default())
         .await
         .expect("deleted");
+    if server.is_real() {
+        deployments
+            .delete("hello", &DeleteParams::default())
+            .await
+            .expect("deleted");
+        services
+            .delete("hello", &DeleteParams::default())
+            .await
+            .expect("deleted");
+    }
     gone(&deployments, "hello").await;
     gone(&services, "hello").await;
 }

@@ -39,10 +39,12 @@ async fn crd(server: &ApiServer, example: &str) {
     let crd: CustomResourceDefinition =
         serde_yaml_ng::from_str(&std::fs::read_to_string(&path).expect("crd sample"))
             .expect("crd parses");
-    Api::<CustomResourceDefinition>::all(server.kube_client().expect("client"))
+    let client = server.kube_client().expect("client");
+    Api::<CustomResourceDefinition>::all(client.clone())
         .create(&PostParams::default(), &crd)
         .await
         .expect("crd created");
+    common::crd_established(&client, crd.metadata.name.as_deref().expect("named")).await;
 }
 
 /// The Websites of `group` in `namespace`.

@@ -80,3 +80,19 @@ pub async fn namespace(server: &impl backend::Cluster, name: &str, labels: &[(&s
         .await
         .expect("namespace created");
 }
+
+/// Waits until the CustomResourceDefinition `name` is Established: a real API server serves a
+/// new CRD's kind a moment after creating it (the embedded one at once).
+pub async fn crd_established(client: &kube::Client, name: &str) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
+    eventually_async(&format!("the CRD {name} to be established"), || async {
+        let crd = crds.get_opt(name).await.ok()??;
+        crd.status?
+            .conditions?
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True")
+            .then_some(())
+    })
+    .await;
+}
