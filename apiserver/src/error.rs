@@ -92,6 +92,15 @@ pub enum ApiError {
     /// 500 InternalError.
     #[error("Internal error occurred: {0}")]
     Internal(String),
+    /// 504 Timeout: a watch or list asked for a resourceVersion newer than the server's (the
+    /// client saw a server that has since lost its state).
+    #[error("Timeout: Too large resource version: {requested}, current: {current}")]
+    TooLargeResourceVersion {
+        /// The version asked for.
+        requested: u64,
+        /// The server's current version.
+        current: u64,
+    },
 }
 
 impl ApiError {
@@ -112,6 +121,7 @@ impl ApiError {
             ApiError::Forbidden(_) => 403,
             ApiError::UnsupportedMediaType(_) => 415,
             ApiError::Internal(_) => 500,
+            ApiError::TooLargeResourceVersion { .. } => 504,
         }
     }
 
@@ -132,6 +142,7 @@ impl ApiError {
             ApiError::Forbidden(_) => "Forbidden",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::Internal(_) => "InternalError",
+            ApiError::TooLargeResourceVersion { .. } => "Timeout",
         }
     }
 
@@ -171,6 +182,11 @@ impl ApiError {
             ApiError::TooManyRequests {
                 retry_after_secs, ..
             } => Some(json!({"retryAfterSeconds": retry_after_secs})),
+            ApiError::TooLargeResourceVersion { .. } => Some(json!({
+                "causes": [{"reason": "ResourceVersionTooLarge",
+                            "message": "Too large resource version"}],
+                "retryAfterSeconds": 1,
+            })),
             _ => None,
         };
         if let Some(d) = details {

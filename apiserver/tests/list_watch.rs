@@ -369,3 +369,34 @@ async fn every_watch_line_names_its_type_before_its_object() {
     );
     assert!(error.contains(r#""code":410"#), "{error}");
 }
+
+#[tokio::test]
+async fn a_watch_from_a_version_newer_than_the_server_gets_504_too_large() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let current = s.resource_version();
+    let (code, status) = h
+        .get(&format!(
+            "{CMS}?watch=true&resourceVersion={}",
+            current + 100
+        ))
+        .await;
+    assert_eq!((code, status["reason"].as_str()), (504, Some("Timeout")));
+    assert_eq!(
+        status["details"]["causes"][0]["reason"],
+        "ResourceVersionTooLarge"
+    );
+    let message = status["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!(
+            "Too large resource version: {}, current: {current}",
+            current + 100
+        )),
+        "{message}"
+    );
+    let mut w = h
+        .watch(&format!("{CMS}?watch=true&resourceVersion={current}"))
+        .await;
+    h.post(CMS, &configmap("after", json!({}))).await;
+    assert_eq!(w.next().await.expect("event")["type"], "ADDED");
+}

@@ -343,16 +343,21 @@ async fn host(
     if let Some(gate) = &startup {
         gate.set_ready();
     }
-    if let Some(plugins) = plugins {
+    let sources = plugins.map(|plugins| {
         let stop = shutdown.clone();
         tokio::spawn(async move {
             if let Err(error) = plugins.watch(stop).await {
                 tracing::warn!(%error, "cannot watch the plugin sources; changes need a restart");
             }
-        });
-    }
+        })
+    });
     tokio::select! {
         result = runtime.run(shutdown) => {
+            // The source watcher ends on the same token; wait for it so no rescan outlives
+            // the runtime.
+            if let Some(sources) = sources {
+                let _ = sources.await;
+            }
             serving.cancel();
             let _ = server.await;
             result.context("the host stopped")?;

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use reconcile_host::cli::{Cli, Command};
+use tracing_subscriber::prelude::*;
 
 /// `info` (`warn` for `check`); in `dev`, also every reconcile (debug events of the controller
 /// loop).
@@ -19,13 +20,17 @@ fn default_filter(cli: &Cli) -> &'static str {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter(&cli))),
-        )
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter(&cli)));
+    let output = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
+        .with_filter(tracing_subscriber::filter::filter_fn(
+            reconcile_host::telemetry::logs::keeps,
+        ));
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(output)
         .init();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,

@@ -101,6 +101,12 @@ pub(super) fn watch(
             ApiError::BadRequest(format!("resourceVersion `{v}` is not a valid version"))
         })?),
     };
+    if let Some(requested) = from {
+        let current = store.current_rv();
+        if requested > current {
+            return Err(ApiError::TooLargeResourceVersion { requested, current });
+        }
+    }
     let table_name = target.res.table();
     let ns = (!target.ns.is_empty()).then(|| target.ns.clone());
     let name = target.name.clone();

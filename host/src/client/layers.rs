@@ -247,10 +247,14 @@ where
             Err(_) => Outcome::TransportError,
         };
         match policy::decide(class, outcome, retries_done, &limits, rand::random()) {
-            Decision::Return => return result,
+            Decision::Return => {
+                log_final_failure(&head, &result, retries_done);
+                return result;
+            }
             Decision::Exhausted(reason) => {
                 stats.record_exhausted();
                 tracing::debug!(?reason, retries_done, "API request out of retries");
+                log_final_failure(&head, &result, retries_done);
                 return result;
             }
             Decision::Retry { after, reason } => {
@@ -261,6 +265,30 @@ where
                 tokio::time::sleep(after).await;
                 retries_done += 1;
             }
+        }
+    }
+}
+
+/// Logs a request that failed for good (a 5xx or a transport error) once, at `ERROR`, with the
+/// retries spent on it; failed attempts that a retry recovered are only debug lines (see
+/// `crate::telemetry::logs`). 4xx answers are the caller's to judge and are not logged here.
+fn log_final_failure<B>(
+    head: &Request<()>,
+    result: &Result<Response<B>, BoxError>,
+    retries_done: u32,
+) {
+    let (method, path) = (head.method(), head.uri().path());
+    match result {
+        Ok(response) if response.status().is_server_error() => {
+            tracing::error!(%method, path, status = response.status().as_u16(), retries = retries_done,
+                "API request failed");
+        }
+        Ok(_) => {}
+        // A write held back by the fence is the fence's decision, logged where it closes.
+        Err(error) if error.downcast_ref::<super::Fenced>().is_some() => {}
+        Err(error) => {
+            tracing::error!(%method, path, error = error.as_ref() as &dyn StdError,
+                retries = retries_done, "API request failed");
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::shared::{Change, Handler};
+use super::change::{Change, Handler};
 use crate::controller::ObjectKey;
 use crate::queue::RateLimitingQueue;
 

@@ -5,39 +5,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use futures::StreamExt;
 use kube::api::Api;
 use kube::core::ApiResource;
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
-use parking_lot::RwLock;
-use tokio::sync::watch;
+use kube::runtime::watcher;
 use tokio::task::AbortHandle;
 
-use super::object::{CachedObject, WireObject};
+use super::change::{Change, Handler, Handlers};
+use super::object::WireObject;
 use super::store::Store;
-
-/// What changed in an informer's cache; handlers map it to keys.
-#[derive(Debug)]
-pub enum Change<'a> {
-    /// A new object.
-    Added(&'a Arc<CachedObject>),
-    /// An object that changed (or was relisted).
-    Updated {
-        /// The object as cached before.
-        old: &'a Arc<CachedObject>,
-        /// The object as cached now.
-        new: &'a Arc<CachedObject>,
-    },
-    /// An object that is gone; the last state the cache knew.
-    Deleted(&'a Arc<CachedObject>),
-    /// A periodic re-delivery of a cached object (SEMANTICS rule 16); no API call behind it.
-    Resync(&'a Arc<CachedObject>),
-}
-
-/// Receives every change of an informer's cache. Runs on the informer's task: keep it cheap
-/// (map to keys and add them to a queue).
-pub type Handler = Arc<dyn Fn(&Change<'_>) + Send + Sync>;
+use super::watch_task;
 
 /// What an informer watches.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -52,8 +28,6 @@ pub struct Scope {
     pub label_selector: Option<String>,
 }
 
-type Handlers = RwLock<Vec<(u64, Handler)>>;
-
 /// One watch and one cache, shared by every subscriber (SEMANTICS rule 17).
 pub struct Informer {
     scope: Scope,
@@ -61,7 +35,7 @@ pub struct Informer {
     handlers: Arc<Handlers>,
     next_id: AtomicU64,
     lists: Arc<AtomicU64>,
-    synced: watch::Receiver<bool>,
+    synced: tokio::sync::watch::Receiver<bool>,
     task: AbortHandle,
 }
 
@@ -95,17 +69,16 @@ impl Informer {
         }
         let store = Arc::new(Store::default());
         let handlers: Arc<Handlers> = Arc::default();
-        let (synced_tx, synced) = watch::channel(false);
+        let (synced_tx, synced) = tokio::sync::watch::channel(false);
         let lists = Arc::new(AtomicU64::new(0));
-        let task = tokio::spawn(watch_loop(
-            api,
-            config,
-            Arc::clone(&store),
-            Arc::clone(&handlers),
-            Arc::clone(&lists),
-            synced_tx,
-            format!("{}/{}", scope.api_version, scope.kind),
-        ));
+        let sink = watch_task::Sink {
+            store: Arc::clone(&store),
+            handlers: Arc::clone(&handlers),
+            lists: Arc::clone(&lists),
+            synced: synced_tx,
+        };
+        let kind = format!("{}/{}", scope.api_version, scope.kind);
+        let task = tokio::spawn(watch_task::run(api, config, sink, kind));
         Self {
             scope,
             store,
@@ -212,56 +185,5 @@ impl Drop for Subscription {
         if let Some(resync) = &self.resync {
             resync.abort();
         }
-    }
-}
-
-/// Runs the watcher: list, then watch; kube-rs resumes a closed watch from the last version
-/// and relists after 410 Gone (SEMANTICS rule 13), with backoff on errors.
-async fn watch_loop(
-    api: Api<WireObject>,
-    config: watcher::Config,
-    store: Arc<Store>,
-    handlers: Arc<Handlers>,
-    lists: Arc<AtomicU64>,
-    synced: watch::Sender<bool>,
-    kind: String,
-) {
-    let events = watcher::watcher(api, config).default_backoff();
-    let mut events = std::pin::pin!(events);
-    let mut relist: Option<Vec<Arc<CachedObject>>> = None;
-    while let Some(event) = events.next().await {
-        match event {
-            Ok(Event::Init) => relist = Some(Vec::new()),
-            Ok(Event::InitApply(wire)) => {
-                relist
-                    .get_or_insert_with(Vec::new)
-                    .push(Arc::new(CachedObject::from(wire)));
-            }
-            Ok(Event::InitDone) => {
-                let listed = relist.take().unwrap_or_default();
-                let handlers = handlers.read();
-                store.replace(listed, |change| deliver(&handlers, &change));
-                lists.fetch_add(1, Ordering::Relaxed);
-                synced.send_replace(true);
-            }
-            Ok(Event::Apply(wire)) => {
-                let object = Arc::new(CachedObject::from(wire));
-                let handlers = handlers.read();
-                store.apply(object, |change| deliver(&handlers, &change));
-            }
-            Ok(Event::Delete(wire)) => {
-                let object = Arc::new(CachedObject::from(wire));
-                let handlers = handlers.read();
-                store.delete(&object, |change| deliver(&handlers, &change));
-            }
-            Err(error) => tracing::warn!(kind = %kind, error = &error as &dyn std::error::Error,
-                "watch failed; retrying with backoff"),
-        }
-    }
-}
-
-fn deliver(handlers: &[(u64, Handler)], change: &Change<'_>) {
-    for (_, handler) in handlers {
-        handler(change);
     }
 }

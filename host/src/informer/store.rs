@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
+use super::change::Change;
 use super::object::CachedObject;
-use super::shared::Change;
 use crate::controller::ObjectKey;
 
 type Map = HashMap<ObjectKey, Arc<CachedObject>, foldhash::fast::RandomState>;

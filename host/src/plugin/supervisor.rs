@@ -242,8 +242,13 @@ impl Plugins {
                     },
                 }
             }
-            self.sync().await;
-            tracing::debug!("plugin sources rescanned");
+            // A rescan still running at shutdown is abandoned, not finished against a runtime
+            // that is stopping (its file reads would fail and be reported as reload errors).
+            tokio::select! {
+                biased;
+                () = stop.cancelled() => return Ok(()),
+                () = self.sync() => tracing::debug!("plugin sources rescanned"),
+            }
         }
     }
 

@@ -29,6 +29,7 @@
 
 mod health;
 mod hooks;
+pub mod logs;
 mod metrics;
 mod server;
 #[cfg(test)]
