@@ -512,3 +512,49 @@ fn an_object_of_another_kind_than_the_manifests_for_exits_2() {
     );
     assert!(stdout(&output).is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_with_a_kubeconfig_names_every_kind_the_api_server_does_not_serve() {
+    let server = embedded_apiserver::ApiServer::start(embedded_apiserver::Config::default())
+        .await
+        .expect("API server starts");
+    let dir = scratch("tools-check-served");
+    let kubeconfig = dir.join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+    // The testbed names only built-in kinds: all served.
+    let testbed = manifest(
+        &dir,
+        "host/tests/guests/testbed/plugin.yaml",
+        &component("testbed"),
+        &[],
+    );
+    let output = host(
+        &["check", path(&testbed), "--kubeconfig", path(&kubeconfig)],
+        None,
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("every kind named is served"),
+        "{}",
+        stdout(&output)
+    );
+    // The website's Website CRD is not installed on this server.
+    let website = example(&dir, "website");
+    let output = host(
+        &["check", path(&website), "--kubeconfig", path(&kubeconfig)],
+        None,
+    );
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "kind example.com/v1/Website (in `for`) is not served by the API server; check the \
+             apiVersion's spelling, or install its CustomResourceDefinition"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("apps/v1/Deployment"), "{err}");
+    // Without --kubeconfig, check needs no cluster and passes.
+    let output = host(&["check", path(&website)], None);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+}

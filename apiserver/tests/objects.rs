@@ -692,7 +692,10 @@ async fn configmap_or_secret_data_over_one_mebibyte_is_422_invalid() {
             &json!({"data": {"k": "y".repeat(1024 * 1024 + 1)}}),
         )
         .await;
-    assert_eq!(code, 422, "an update over the limit is refused too: {status}");
+    assert_eq!(
+        code, 422,
+        "an update over the limit is refused too: {status}"
+    );
 
     let secret_bytes = 1024 * 1024 + 3;
     let encoded = "QUJD".repeat(secret_bytes / 3);
@@ -704,7 +707,10 @@ async fn configmap_or_secret_data_over_one_mebibyte_is_422_invalid() {
         .await;
     assert_eq!(code, 422, "{status}");
     assert!(
-        status["message"].as_str().unwrap().contains("data: Too long"),
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("data: Too long"),
         "{status}"
     );
 }

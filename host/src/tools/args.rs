@@ -13,6 +13,10 @@ pub struct CheckArgs {
     /// Directory for compiled plugin modules [default: as `run`].
     #[arg(long, env = "RECONCILE_HOST_MODULE_CACHE", value_name = "DIR")]
     pub module_cache: Option<PathBuf>,
+    /// Also check, against the API server of this kubeconfig, that every kind the manifest
+    /// names (`for`, `owns`, `cache`, grants) is served. Without it, `check` needs no cluster.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
 }
 
 /// Arguments of `reconcile`.

@@ -36,6 +36,7 @@ mod load;
 mod outcome;
 mod report;
 mod run;
+mod served;
 #[cfg(test)]
 mod tests;
 
@@ -53,13 +54,25 @@ use run::prepare;
 pub const EXIT_GUEST_FAILED: u8 = 1;
 
 /// `check`: loads the manifest and its component as the host would and prints what they
-/// declare; exit 0 when both are usable, 2 (with the reason) otherwise.
+/// declare; with `--kubeconfig`, also asks that API server whether it serves every kind the
+/// manifest names. Exit 0 when all is usable, 2 (with the reason) otherwise.
 pub async fn check(args: CheckArgs) -> ExitCode {
-    let loaded = load(&args.manifest, args.module_cache).await;
-    match loaded {
-        Ok(loaded) => {
-            print!("{}", check_report(&args.manifest, &loaded));
+    let loaded = match load(&args.manifest, args.module_cache).await {
+        Ok(loaded) => loaded,
+        Err(error) => return bad_input(&error),
+    };
+    print!("{}", check_report(&args.manifest, &loaded));
+    let Some(kubeconfig) = &args.kubeconfig else {
+        return ExitCode::SUCCESS;
+    };
+    match served::unserved_kinds(kubeconfig, &loaded.manifest).await {
+        Ok(unserved) if unserved.is_empty() => {
+            println!("{:<10}every kind named is served", "served");
             ExitCode::SUCCESS
+        }
+        Ok(unserved) => {
+            eprint!("{}", served::report(&unserved));
+            ExitCode::from(EXIT_CONFIG)
         }
         Err(error) => bad_input(&error),
     }
