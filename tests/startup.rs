@@ -97,3 +97,40 @@ async fn an_empty_plugin_directory_starts_with_a_warning() {
     host.wait_log(&["WARN", "no plugin manifests found", "plugin.yaml"])
         .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_during_a_plugin_rescan_stops_the_host_cleanly() {
+    let server = ApiServer::start(Config::default())
+        .await
+        .expect("API server starts");
+    let dir = scratch("startup-signal-during-rescan");
+    let plugins = dir.join("plugins");
+    std::fs::create_dir_all(&plugins).expect("plugin dir");
+    let mut host = Host::start(&server, &dir, std::slice::from_ref(&plugins));
+    host.wait_log(&["watching plugin sources"]).await;
+
+    // A new plugin whose module is a FIFO nobody writes: the rescan that finds it blocks in
+    // reading the module until the host is told to stop.
+    let slow = plugins.join("slow");
+    std::fs::create_dir_all(&slow).expect("plugin dir");
+    let status = std::process::Command::new("mkfifo")
+        .arg(slow.join("slow.wasm"))
+        .status()
+        .expect("mkfifo runs");
+    assert!(status.success(), "mkfifo failed");
+    std::fs::write(
+        slow.join("plugin.yaml"),
+        "name: slow\nmodule: slow.wasm\nfor: {apiVersion: v1, kind: ConfigMap}\n",
+    )
+    .expect("manifest");
+    host.wait_log(&["plugin sources changed; rescanning"]).await;
+    host.signal("TERM");
+    assert_eq!(host.exit_code().await, Some(0), "{}", host.log());
+    let log = host.log();
+    let stopped = log.find("stopped").expect("the host logs that it stopped");
+    assert!(
+        !log.lines().any(|line| line.contains("ERROR")),
+        "an error was logged at shutdown:\n{}",
+        &log[stopped..]
+    );
+}

@@ -18,6 +18,9 @@ fn default_filter(cli: &Cli) -> &'static str {
     }
 }
 
+/// How long blocking work may still run after the host stopped before the process exits.
+const EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -39,5 +42,9 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(reconcile_host::cli::main(cli))
+    let code = runtime.block_on(reconcile_host::cli::main(cli));
+    // Blocking work still running (a module read stuck on a slow or hung filesystem) must not
+    // hold the exit once the host has stopped.
+    runtime.shutdown_timeout(EXIT_GRACE);
+    code
 }

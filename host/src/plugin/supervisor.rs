@@ -242,6 +242,7 @@ impl Plugins {
                     },
                 }
             }
+            tracing::debug!("plugin sources changed; rescanning");
             // A rescan still running at shutdown is abandoned, not finished against a runtime
             // that is stopping (its file reads would fail and be reported as reload errors).
             tokio::select! {
