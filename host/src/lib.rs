@@ -15,6 +15,7 @@ pub mod plugin;
 pub mod queue;
 pub mod rbac;
 pub mod runtime;
+pub mod serve;
 pub mod telemetry;
 pub mod tools;
 

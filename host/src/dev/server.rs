@@ -72,7 +72,7 @@ pub(super) async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
     config.client.burst = 100;
     config.plugin_client.qps = 50.0;
     config.plugin_client.burst = 100;
-    let code = crate::cli::run(config).await;
+    let code = crate::serve::run(config).await;
     server.shutdown().await;
     code
 }

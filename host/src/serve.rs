@@ -1,0 +1,327 @@
+//! Running the host (`reconcile-host run`, and `dev` on its embedded API server): from a resolved
+//! configuration to informers, controllers, leader election, plugins and the telemetry endpoints,
+//! until a signal.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::{self, ClientLimits};
+use crate::cluster_config::{ClusterConfig, ClusterSource, cluster_config};
+use crate::config::HostConfig;
+use crate::election::{ElectionConfig, default_identity};
+use crate::exit::{EXIT_CONFIG, EXIT_INTERRUPTED};
+use crate::plugin::engine::{EngineSettings, PluginEngine};
+use crate::plugin::kube_api::KubeApis;
+use crate::plugin::manifest::ApiRateLimit;
+use crate::plugin::module::ModuleLoader;
+use crate::plugin::supervisor::Plugins;
+use crate::runtime::{ElectionSettings, Runtime, RuntimeSettings};
+use crate::telemetry::Telemetry;
+
+/// The leader election client's limits: an attempt is a GET and a PUT every retry period, so
+/// twice that rate with room for retries (at least 5 qps, burst 10).
+fn election_limits(retry_period: std::time::Duration) -> ClientLimits {
+    let attempts = 1.0 / retry_period.as_secs_f64().max(0.001);
+    ClientLimits::default()
+        .qps((4.0 * attempts).max(5.0))
+        .burst(10)
+}
+
+/// `run`: the host until a signal; a second signal exits at once. Exits 2 when no API server
+/// configuration can be found (see [`crate::cluster_config`]).
+pub(crate) async fn run(config: HostConfig) -> anyhow::Result<ExitCode> {
+    let source = ClusterSource {
+        kubeconfig: config.kubeconfig.clone(),
+        context: config.context.clone(),
+        service_account_dir: config.service_account_dir.clone(),
+    };
+    let found = cluster_config(&source).await.and_then(|cluster| {
+        let lease_namespace = match &config.leader_election.lease_namespace {
+            Some(namespace) => namespace.clone(),
+            None if config.leader_election.enabled => cluster.namespace()?.to_owned(),
+            None => String::new(),
+        };
+        Ok((cluster, lease_namespace))
+    });
+    let (
+        ClusterConfig {
+            config: kube_config,
+            origin,
+            ..
+        },
+        lease_namespace,
+    ) = match found {
+        Ok(found) => found,
+        Err(error) => {
+            eprintln!("error: {}", crate::error_chain(&error));
+            return Ok(ExitCode::from(EXIT_CONFIG));
+        }
+    };
+    tracing::info!(url = %kube_config.cluster_url, from = %origin, "API server");
+    host(config, kube_config, lease_namespace).await
+}
+
+/// The host on `kube_config` with `config`, until a signal; its Lease in `lease_namespace`.
+async fn host(
+    config: HostConfig,
+    kube_config: kube::Config,
+    lease_namespace: String,
+) -> anyhow::Result<ExitCode> {
+    let limits = ClientLimits::default()
+        .qps(config.client.qps)
+        .burst(config.client.burst);
+    let client =
+        client::client(kube_config.clone(), &limits).context("cannot build the API client")?;
+    // Lease renewals go through a client of their own: no informer or plugin request can make
+    // them wait.
+    let election_client = client::client(
+        kube_config.clone(),
+        &election_limits(config.leader_election.retry_period),
+    )
+    .context("cannot build the leader election's API client")?;
+    let election = config.leader_election.enabled.then(|| ElectionSettings {
+        lease_namespace,
+        lease_name: config.leader_election.lease_name.clone(),
+        config: ElectionConfig {
+            identity: default_identity(),
+            lease_duration: config.leader_election.lease_duration,
+            renew_deadline: config.leader_election.renew_deadline,
+            retry_period: config.leader_election.retry_period,
+            release_on_cancel: true,
+        },
+        exit_on_loss: config.leader_election.exit_on_loss,
+    });
+    if let Some(election) = &election {
+        tracing::info!(identity = %election.config.identity,
+            lease = %format!("{}/{}", election.lease_namespace, election.lease_name),
+            "campaigning for leadership");
+    }
+    let telemetry = Telemetry::new();
+    let serving = CancellationToken::new();
+    let server = match telemetry
+        .serve(config.telemetry.address, serving.clone())
+        .await
+    {
+        Ok(server) => server,
+        Err(error) => {
+            eprintln!(
+                "error: cannot serve /metrics, /healthz and /readyz on {}: {}; pick another \
+                 --metrics-address",
+                config.telemetry.address,
+                crate::error_chain(&error)
+            );
+            return Ok(ExitCode::from(EXIT_CONFIG));
+        }
+    };
+    tracing::info!(address = %server.local_addr(), "serving /metrics, /healthz and /readyz");
+    // Not ready until the API server answered and the plugins are loaded.
+    let startup = telemetry.health().gate("startup").ok();
+    let shutdown = CancellationToken::new();
+    let interrupted = CancellationToken::new();
+    tokio::spawn(signals(shutdown.clone(), interrupted.clone()));
+    if !wait_for_api_server(
+        &client,
+        &kube_config.cluster_url,
+        startup.as_ref(),
+        &shutdown,
+    )
+    .await
+    {
+        serving.cancel();
+        let _ = server.await;
+        tracing::info!("stopped before the API server was reached");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let runtime = Runtime::with_telemetry(
+        client.clone(),
+        RuntimeSettings {
+            election,
+            drain_timeout: config.shutdown.drain_timeout,
+        },
+        telemetry,
+    );
+    runtime.use_election_client(election_client);
+    if let Some(gate) = &startup {
+        gate.set_not_ready("loading the plugins");
+    }
+    let plugins = match load_plugins(&runtime, &config, kube_config).await {
+        Ok(plugins) => plugins,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            return Ok(ExitCode::from(EXIT_CONFIG));
+        }
+    };
+    if let Some(gate) = &startup {
+        gate.set_ready();
+    }
+    let sources = plugins.map(|plugins| {
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            if let Err(error) = plugins.watch(stop).await {
+                tracing::warn!(%error, "cannot watch the plugin sources; changes need a restart");
+            }
+        })
+    });
+    tokio::select! {
+        result = runtime.run(shutdown) => {
+            // The source watcher ends on the same token; wait for it so no rescan outlives
+            // the runtime.
+            if let Some(sources) = sources {
+                let _ = sources.await;
+            }
+            serving.cancel();
+            let _ = server.await;
+            result.context("the host stopped")?;
+            tracing::info!("stopped");
+            Ok(ExitCode::SUCCESS)
+        }
+        () = interrupted.cancelled() => {
+            tracing::warn!("second signal: exiting without finishing the shutdown");
+            Ok(ExitCode::from(EXIT_INTERRUPTED))
+        }
+    }
+}
+
+/// Loads every plugin the configuration names into `runtime`; `None` when there are none.
+async fn load_plugins(
+    runtime: &Runtime,
+    config: &HostConfig,
+    kube_config: kube::Config,
+) -> anyhow::Result<Option<Arc<Plugins>>> {
+    if config.plugins.is_empty() {
+        tracing::warn!(
+            "no plugins configured; pass --plugin <manifest or directory> or set `plugins:`"
+        );
+        return Ok(None);
+    }
+    let engine = engine(config.module_cache_dir())?;
+    tracing::info!(pooling = engine.pooling(), "WebAssembly engine ready");
+    let budget = &config.plugin_client;
+    let apis = KubeApis::new(
+        kube_config,
+        ApiRateLimit {
+            qps: budget.qps,
+            burst: budget.burst,
+        },
+        ApiRateLimit {
+            qps: budget.max_qps,
+            burst: budget.max_burst,
+        },
+    );
+    let apis = apis.with_fence(runtime.fence());
+    let plugins = Arc::new(Plugins::new(
+        runtime.clone(),
+        ModuleLoader::new(engine),
+        apis,
+        config.plugins.clone(),
+    ));
+    let loaded = plugins
+        .load_all()
+        .await
+        .context("cannot load the plugins")?;
+    if loaded == 0 {
+        tracing::warn!(sources = ?config.plugins,
+            "no plugin manifests found; add <name>/plugin.yaml to a plugin directory (the host \
+             loads them when they appear)");
+    }
+    tracing::info!(
+        plugins = loaded,
+        "plugins loaded; watching their sources for changes"
+    );
+    Ok(Some(plugins))
+}
+
+/// The engine, caching compiled modules in `cache` if it is usable (a warning otherwise).
+fn engine(cache: Option<PathBuf>) -> anyhow::Result<PluginEngine> {
+    let settings = EngineSettings {
+        module_cache: cache,
+        ..EngineSettings::default()
+    };
+    match PluginEngine::new(settings.clone()) {
+        Err(error @ crate::plugin::engine::EngineError::Cache(..)) => {
+            tracing::warn!(error = %crate::error_chain(&error), "compiling plugin modules without a cache");
+            PluginEngine::new(EngineSettings {
+                module_cache: None,
+                ..settings
+            })
+            .context("cannot start the WebAssembly engine")
+        }
+        other => other.context("cannot start the WebAssembly engine"),
+    }
+}
+
+/// The longest wait between two attempts to reach the API server at start.
+const REACH_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Waits until the API server at `url` answers (any HTTP answer counts: it is up), retrying
+/// with backoff from 500 ms to [`REACH_BACKOFF_MAX`] and saying so at each attempt; `false` if
+/// `shutdown` came first. `gate` fails with the reason meanwhile.
+async fn wait_for_api_server(
+    client: &kube::Client,
+    url: &http::Uri,
+    gate: Option<&crate::telemetry::ReadinessGate>,
+    shutdown: &CancellationToken,
+) -> bool {
+    let mut delay = std::time::Duration::from_millis(500);
+    loop {
+        let attempt = tokio::select! {
+            () = shutdown.cancelled() => return false,
+            attempt = client.apiserver_version() => attempt,
+        };
+        match attempt {
+            Ok(version) => {
+                tracing::info!(%url, version = %version.git_version, "API server reached");
+                return true;
+            }
+            Err(kube::Error::Api(status)) => {
+                tracing::info!(%url, code = status.code, "API server reached");
+                return true;
+            }
+            Err(error) => {
+                let reason = format!(
+                    "cannot reach the API server at {url}: {}; check that it is up, that the \
+                     address is right and that its certificate is trusted (the kubeconfig's or \
+                     the service account's CA)",
+                    crate::error_chain(&error)
+                );
+                tracing::warn!(retry_in = ?delay, "{reason}");
+                if let Some(gate) = gate {
+                    gate.set_not_ready(reason);
+                }
+            }
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return false,
+            () = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(REACH_BACKOFF_MAX);
+    }
+}
+
+/// First SIGTERM/SIGINT: graceful shutdown. Second: exit now.
+async fn signals(shutdown: CancellationToken, interrupted: CancellationToken) {
+    let mut terminate =
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(signal) => signal,
+            Err(error) => {
+                tracing::error!(%error, "cannot listen for SIGTERM");
+                return;
+            }
+        };
+    for round in 0..2 {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        if round == 0 {
+            tracing::info!("shutting down: draining reconciles, then releasing the lease");
+            shutdown.cancel();
+        } else {
+            interrupted.cancel();
+        }
+    }
+}
