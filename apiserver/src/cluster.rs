@@ -203,7 +203,7 @@ impl Cluster {
         opts: &WriteOptions,
     ) -> Result<Bytes, ApiError> {
         Self::check_type(res, &mut obj)?;
-        if events::is_events_v1(res) {
+        if res.is_events_v1() {
             obj = events::to_core(obj);
         }
         self.require_namespace(res, ns)?;
@@ -396,7 +396,7 @@ impl Cluster {
         let now = now_rfc3339();
         let outcome = self.store.mutate(&table, ns_key, name, |cur, _| {
             let current = cur.ok_or_else(|| ApiError::not_found(&res.group_resource(), name))?;
-            let mut candidate = if events::is_events_v1(res) {
+            let mut candidate = if res.is_events_v1() {
                 events::to_core(change(&events::to_events_v1(current.clone()))?)
             } else {
                 change(&current)?

@@ -7,8 +7,6 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::resources::Resource;
-
 /// `(events.k8s.io/v1 name, core v1 name)` of the renamed fields.
 const RENAMED: &[(&str, &str)] = &[
     ("regarding", "involvedObject"),
@@ -19,11 +17,6 @@ const RENAMED: &[(&str, &str)] = &[
     ("deprecatedFirstTimestamp", "firstTimestamp"),
     ("deprecatedLastTimestamp", "lastTimestamp"),
 ];
-
-/// Whether `res` is the `events.k8s.io` view of the Events storage.
-pub fn is_events_v1(res: &Resource) -> bool {
-    res.group == "events.k8s.io" && res.plural == "events"
-}
 
 fn rename(obj: Value, api_version: &str, from_events: bool) -> Value {
     let Value::Object(fields) = obj else {

@@ -36,10 +36,16 @@ impl Resource {
     /// The store table: `plural` for the core group, else `plural.group` (version-independent).
     /// `events.k8s.io` Events share the core Events' table, as upstream (see `crate::events`).
     pub fn table(&self) -> Arc<str> {
-        if crate::events::is_events_v1(self) {
+        if self.is_events_v1() {
             return Arc::from("events");
         }
         Arc::from(self.group_resource())
+    }
+
+    /// Whether this is the `events.k8s.io` view of the Events storage (converted by
+    /// `crate::events`).
+    pub fn is_events_v1(&self) -> bool {
+        self.group == "events.k8s.io" && self.plural == "events"
     }
 
     /// `plural` or `plural.group`, as error messages name a resource.

@@ -285,7 +285,7 @@ fn verb_wire_name(verb: Verb) -> &'static str {
 /// from its stored core form; for a custom resource, with the "None" conversion strategy, only
 /// `apiVersion` differs between versions. Other built-in kinds are served as stored.
 fn as_version(res: &Resource, bytes: Bytes) -> Bytes {
-    if crate::events::is_events_v1(res) {
+    if res.is_events_v1() {
         return match serde_json::from_slice::<serde_json::Value>(&bytes) {
             Ok(v) => Bytes::from(crate::events::to_events_v1(v).to_string()),
             Err(_) => bytes,
