@@ -90,6 +90,26 @@ impl Reconciler for Testbed {
                     Ok(_) => Err(Error::msg("testbed: reading a Secret was allowed")),
                 }
             }
+            "delete" => {
+                let target = request.target().with_name(format!("{name}-target"));
+                match client::delete(&target) {
+                    Ok(deleted) => {
+                        let data = BTreeMap::from([("deleted".to_owned(), deleted.to_string())]);
+                        write_data(&request, "seen", &data)?;
+                        Ok(Action::done())
+                    }
+                    Err(error) => {
+                        if let Some(status) = error.api_status() {
+                            let refused = BTreeMap::from([
+                                ("code".to_owned(), status.code.to_string()),
+                                ("reason".to_owned(), status.reason.clone()),
+                            ]);
+                            write_data(&request, "seen", &refused)?;
+                        }
+                        Err(error)
+                    }
+                }
+            }
             "log" => {
                 info!("testbed: hello from {name}");
                 println!("testbed stdout {name}");
