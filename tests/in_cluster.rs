@@ -1,12 +1,14 @@
 //! The host in a cluster: it finds the API server as a pod does (service account token and CA,
 //! `KUBERNETES_SERVICE_HOST`/`PORT`) over HTTPS and reconciles the examples; `rbac` prints
-//! exactly the rules the example manifests need.
+//! exactly the rules the example manifests need. With `E2E_BACKEND=real` the pod's token comes
+//! from the real server's TokenRequest API and its permissions from `reconcile-host rbac`.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::backend::Backend;
 use common::host::{Host, component, manifest, scratch, workspace};
 use common::{eventually_async, namespace};
 use embedded_apiserver::{ApiServer, Config};
@@ -35,11 +37,40 @@ fn service_account(dir: &Path, server: &ApiServer, namespace: &str) -> PathBuf {
     sa
 }
 
+/// The service account directory for `backend`: on the embedded server as
+/// [`service_account`]; on a real one, the token of `reconcile-system/reconcile-host` from the
+/// TokenRequest API and the server's CA.
+fn backend_service_account(dir: &Path, backend: &Backend, namespace: &str) -> PathBuf {
+    match (backend.server(), backend.control_plane()) {
+        (Some(server), _) => service_account(dir, server, namespace),
+        (None, Some(plane)) => {
+            let sa = dir.join("serviceaccount");
+            std::fs::create_dir_all(&sa).expect("service account dir");
+            let token = plane.service_account_token("reconcile-system", "reconcile-host");
+            std::fs::write(sa.join("token"), token).expect("token");
+            std::fs::copy(plane.ca_path(), sa.join("ca.crt")).expect("ca.crt");
+            std::fs::write(sa.join("namespace"), namespace).expect("namespace");
+            sa
+        }
+        (None, None) => unreachable!("a backend is embedded or real"),
+    }
+}
+
 /// The host binary as a pod runs it: no kubeconfig anywhere, the service variables pointing at
 /// the HTTPS listener, the service account in `sa`.
 fn pod_host(server: &ApiServer, dir: &Path, sa: &Path, args: &[&str]) -> Host {
     let https = server.https_url().expect("HTTPS listener");
-    let port = https.rsplit(':').next().expect("port").to_owned();
+    pod_host_at(&https, dir, sa, args)
+}
+
+/// [`pod_host`] for the server at `https` (`https://127.0.0.1:<port>`).
+fn pod_host_at(https: &str, dir: &Path, sa: &Path, args: &[&str]) -> Host {
+    let port = https
+        .rsplit(':')
+        .next()
+        .expect("port")
+        .trim_end_matches('/')
+        .to_owned();
     let home = dir.join("home");
     std::fs::create_dir_all(&home).expect("home");
     let mut command = Host::command();
@@ -58,12 +89,13 @@ fn pod_host(server: &ApiServer, dir: &Path, sa: &Path, args: &[&str]) -> Host {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_a_pod_the_host_finds_the_api_server_over_https_and_reconciles() {
-    let server = server().await;
+    let server = Backend::start(Config::default().require_token(TOKEN))
+        .await
+        .expect("API server starts");
     let dir = scratch("cluster-in-pod");
     for ns in ["team-a", "team-b", "reconcile-system"] {
         namespace(&server, ns, &[]).await;
     }
-    let sa = service_account(&dir, &server, "reconcile-system\n");
     let plugin = manifest(
         &dir,
         "examples/configmap-replicator/plugin.yaml",
@@ -71,7 +103,27 @@ async fn in_a_pod_the_host_finds_the_api_server_over_https_and_reconciles() {
         &[],
     );
     let plugin = plugin.display().to_string();
-    let host = pod_host(&server, &dir, &sa, &["--plugin", &plugin]);
+    // A real server authorizes: the service account gets what `rbac --include-host` prints.
+    let rbac_file = dir.join("rbac.yaml");
+    if let Some(plane) = server.control_plane() {
+        let (code, stdout, stderr) = rbac(&[&plugin, "--include-host"]);
+        assert_eq!(code, Some(0), "{stderr}");
+        std::fs::write(&rbac_file, stdout).expect("rbac.yaml written");
+        let applied = plane
+            .kubectl()
+            .arg("apply")
+            .arg("-f")
+            .arg(&rbac_file)
+            .output()
+            .expect("kubectl runs");
+        assert!(
+            applied.status.success(),
+            "applying the generated RBAC failed: {}",
+            String::from_utf8_lossy(&applied.stderr)
+        );
+    }
+    let sa = backend_service_account(&dir, &server, "reconcile-system\n");
+    let host = pod_host_at(&server.url(), &dir, &sa, &["--plugin", &plugin]);
 
     let client = server.kube_client().expect("client");
     let text = std::fs::read_to_string(
@@ -92,7 +144,7 @@ async fn in_a_pod_the_host_finds_the_api_server_over_https_and_reconciles() {
         .await;
     }
     // The Lease is in the namespace the service account's `namespace` file names.
-    let leases: Api<Lease> = Api::namespaced(client, "reconcile-system");
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "reconcile-system");
     let lease = eventually_async("the host's Lease in reconcile-system", || async {
         leases.get_opt("reconcile-host").await.ok().flatten()
     })
@@ -104,6 +156,35 @@ async fn in_a_pod_the_host_finds_the_api_server_over_https_and_reconciles() {
             && line.contains(&format!("in-cluster service account {}", sa.display()))),
         "the host says where its configuration came from:\n{log}"
     );
+    // No garbage collector on a real server: the source is deleted while the host runs (its
+    // finalizer removes the copies), then the RBAC the test applied.
+    let sources: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    sources
+        .delete("shared-settings", &kube::api::DeleteParams::default())
+        .await
+        .expect("source deleted");
+    for ns in ["default", "team-a", "team-b"] {
+        let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+        eventually_async(&format!("shared-settings gone from {ns}"), || async {
+            config_maps
+                .get_opt("shared-settings")
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        })
+        .await;
+    }
+    drop(host);
+    if let Some(plane) = server.control_plane() {
+        let _ = plane
+            .kubectl()
+            .arg("delete")
+            .arg("-f")
+            .arg(&rbac_file)
+            .arg("--wait=false")
+            .output();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
