@@ -14,6 +14,7 @@ use std::process::{Child, Command, Stdio};
 
 use anyhow::{Context, bail};
 use clap::{CommandFactory, FromArgMatches};
+use common::backend::Backend;
 use common::eventually_async;
 use common::host::{component, free_port, http_get, scratch, workspace};
 use embedded_apiserver::{ApiServer, Config};
@@ -311,6 +312,17 @@ async fn server(dir: &Path) -> ApiServer {
         .write_kubeconfig(&dir.join("kubeconfig"))
         .expect("kubeconfig written");
     server
+}
+
+/// The API server `E2E_BACKEND` selects for a deployed host, its admin kubeconfig in `dir`.
+async fn backend(dir: &Path) -> Backend {
+    let backend = Backend::start(Config::default().require_token(TOKEN))
+        .await
+        .expect("API server starts");
+    backend
+        .write_kubeconfig(&dir.join("kubeconfig"))
+        .expect("kubeconfig written");
+    backend
 }
 
 #[tokio::test]
@@ -708,7 +720,9 @@ impl Process {
     /// kubeconfig, the service account mounted as the kubelet mounts it (`token`, `ca.crt`,
     /// `namespace`) and the service variables pointing at `server`'s HTTPS listener. Only the
     /// service account directory's path and the metrics address differ (a free loopback port).
-    fn start(dir: &Path, pod: &Pod, server: &ApiServer) -> Self {
+    /// On a real server the token is the deployed service account's, from the TokenRequest API,
+    /// so the host has exactly the permissions the kustomization's RBAC gives it.
+    fn start(dir: &Path, pod: &Pod, server: &Backend) -> Self {
         let namespace = pod
             .env
             .iter()
@@ -716,10 +730,20 @@ impl Process {
             .map_or(NAMESPACE, |(_, value)| value.as_str());
         let account = pod.path("/var/run/secrets/kubernetes.io/serviceaccount");
         std::fs::create_dir_all(&account).expect("service account directory");
-        std::fs::write(account.join("token"), TOKEN).expect("token");
-        server.write_ca(&account.join("ca.crt")).expect("ca.crt");
+        match (server.server(), server.control_plane()) {
+            (Some(embedded), _) => {
+                std::fs::write(account.join("token"), TOKEN).expect("token");
+                embedded.write_ca(&account.join("ca.crt")).expect("ca.crt");
+            }
+            (None, Some(plane)) => {
+                let token = plane.service_account_token(NAMESPACE, "reconcile-host");
+                std::fs::write(account.join("token"), token).expect("token");
+                std::fs::copy(plane.ca_path(), account.join("ca.crt")).expect("ca.crt");
+            }
+            (None, None) => unreachable!("a backend is embedded or real"),
+        }
         std::fs::write(account.join("namespace"), namespace).expect("namespace");
-        let https = server.https_url().expect("an HTTPS listener");
+        let https = server.url();
         let port = https
             .rsplit(':')
             .next()
@@ -804,7 +828,7 @@ async fn metric(address: &str, series: &str) -> f64 {
 async fn the_base_runs_the_host_with_no_plugins_ready_and_leading() {
     let dir = scratch("deploy-run-base");
     let base = deploy_tree(&dir).join("base");
-    let server = server(&dir).await;
+    let server = backend(&dir).await;
     let stored = apply(&dir, &base).await;
     let pod = Pod::lay_out(&dir.join("pod"), &stored);
     let host = Process::start(&dir, &pod, &server);
@@ -826,7 +850,21 @@ async fn the_base_runs_the_host_with_no_plugins_ready_and_leading() {
     );
     host.wait_leading(&dir).await;
     drop(host);
-    server.shutdown().await;
+    remove(&dir, &base, &server).await;
+}
+
+/// On a real server, which has no garbage collector, deletes what applying `kustomization`
+/// made; the backend's reset finalises the namespace.
+async fn remove(dir: &Path, kustomization: &Path, server: &Backend) {
+    if server.is_real() {
+        let path = kustomization.to_str().expect("UTF-8 path");
+        kubectl(
+            dir,
+            &["delete", "-k", path, "--ignore-not-found", "--wait=false"],
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    }
 }
 
 #[tokio::test]
@@ -834,7 +872,7 @@ async fn the_host_runs_as_deployed_leads_and_reloads_the_plugin_when_its_config_
     let dir = scratch("deploy-run");
     let tree = deploy_tree(&dir);
     let overlay = tree.join("overlays").join("example");
-    let server = server(&dir).await;
+    let server = backend(&dir).await;
     let stored = apply(&dir, &overlay).await;
     let pod = Pod::lay_out(&dir.join("pod"), &stored);
 
@@ -934,8 +972,22 @@ async fn the_host_runs_as_deployed_leads_and_reloads_the_plugin_when_its_config_
         (metric(&metrics, &workers).await == 3.0).then_some(())
     })
     .await;
+    // The source deleted while the host runs: its finalizer removes the copies.
+    kubectl(
+        &dir,
+        &["delete", "configmap", "shared-settings", "-n", "default"],
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    eventually_async("the copy in team-b removed", || async {
+        let left = kubectl(&dir, &["get", "configmaps", "-n", "team-b", "-o", "name"])
+            .await
+            .ok()?;
+        (!left.contains("shared-settings")).then_some(())
+    })
+    .await;
     drop(host);
-    server.shutdown().await;
+    remove(&dir, &overlay, &server).await;
 }
 
 /// YAML documents as values, empty ones left out.

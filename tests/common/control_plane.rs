@@ -179,7 +179,7 @@ impl ControlPlane {
             .expect("kubectl runs");
         let stderr = String::from_utf8_lossy(&create.stderr);
         assert!(
-            create.status.success() || stderr.contains("AlreadyExists"),
+            create.status.success() || stderr.contains("already exists"),
             "kubectl create serviceaccount {namespace}/{name} failed: {stderr}"
         );
         let token = self
