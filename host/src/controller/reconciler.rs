@@ -4,7 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::ObjectKey;
+use super::key::ObjectKey;
 
 /// What a successful reconcile asks of the queue (SEMANTICS rule 11).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,14 +1,16 @@
-//! A controller: a rate-limited workqueue and the workers that reconcile its keys.
+//! A controller: a rate-limited workqueue, the workers that reconcile its keys, and the hooks
+//! through which it reports its reconciles (controller-runtime's metrics).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::key::ObjectKey;
 use super::reconciler::{Action, ObjectLookup, Reconciler, Request};
-use super::{ObjectKey, ReconcileMetrics};
 use crate::election::Fence;
 use crate::queue::{Completion, RateLimitingQueue};
 
@@ -86,7 +88,7 @@ impl<R: Reconciler> Controller<R> {
             reconciler,
             lookup,
             workers,
-            Arc::new(super::NoReconcileMetrics),
+            Arc::new(NoReconcileMetrics),
         )
     }
 
@@ -211,3 +213,22 @@ async fn worker<R: Reconciler>(
         queue.complete(key, completion);
     }
 }
+
+/// Hooks for controller-runtime's reconcile metrics; every method has a no-op default.
+pub trait ReconcileMetrics: Send + Sync + 'static {
+    /// `controller_runtime_reconcile_total{result}`, `controller_runtime_reconcile_errors_total`
+    /// and `controller_runtime_reconcile_time_seconds`: one reconcile ended.
+    fn reconciled(&self, outcome: Outcome, took: Duration) {
+        let _ = (outcome, took);
+    }
+    /// `controller_runtime_active_workers`: a worker started (+1) or finished (−1) a reconcile.
+    fn active_workers(&self, delta: i64) {
+        let _ = delta;
+    }
+}
+
+/// Reconcile metrics that record nothing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoReconcileMetrics;
+
+impl ReconcileMetrics for NoReconcileMetrics {}

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::TelemetryError;
+use super::error::TelemetryError;
 
 type Probe = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 

@@ -13,7 +13,8 @@ use axum::routing::get;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::{Telemetry, TelemetryError};
+use super::error::TelemetryError;
+use super::handle::Telemetry;
 
 /// The `Content-Type` of `/metrics`: OpenMetrics 1.0 text.
 ///
