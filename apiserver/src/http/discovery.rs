@@ -8,7 +8,7 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use super::json_response;
+use super::response::json_response;
 use crate::cluster::Cluster;
 use crate::resources::Resource;
 

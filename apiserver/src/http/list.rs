@@ -8,7 +8,9 @@ use axum::response::Response;
 use serde_json::Value;
 
 use super::fields::{self, KindField};
-use super::{App, Query, Target, json_response, render, table, wants_metadata, wants_table};
+use super::request::{App, Query, Target};
+use super::response::{json_response, render, wants_metadata, wants_table};
+use super::table;
 use crate::error::ApiError;
 use crate::resources::Resource;
 use label_selector::LabelSelector;

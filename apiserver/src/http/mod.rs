@@ -6,78 +6,32 @@ mod fields;
 mod list;
 mod objects;
 mod protobuf;
+mod request;
+mod response;
 mod table;
 mod watch;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use tokio_util::sync::CancellationToken;
+use axum::http::{HeaderMap, Method, header};
+use axum::response::Response;
 
-use crate::cluster::Cluster;
 use crate::error::ApiError;
 use crate::faults::Verb;
-use crate::resources::Resource;
+pub(crate) use request::App;
+use request::{Query, Target, is_true};
+use response::error_response;
 
 /// Largest request body accepted: a real server reads at most 3 MiB
 /// (`MaxRequestBodyBytes`) and answers 413 RequestEntityTooLarge beyond.
 const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
-/// State shared by the handlers.
-pub(crate) struct App {
-    pub cluster: Arc<Cluster>,
-    pub shutdown: CancellationToken,
-    /// The bearer token every request must carry, if any.
-    pub token: Option<String>,
-    /// Every request received, when the server was configured to record them.
-    pub requests: Option<Arc<std::sync::Mutex<Vec<crate::RecordedRequest>>>>,
-}
-
 /// The router serving the whole API.
 pub(crate) fn router(app: Arc<App>) -> Router {
     Router::new().fallback(handle).with_state(app)
-}
-
-/// A parsed resource path.
-#[derive(Debug, Clone)]
-pub(crate) struct Target {
-    pub res: Arc<Resource>,
-    /// Namespace from the path (empty when none).
-    pub ns: String,
-    pub name: Option<String>,
-    pub sub: Option<String>,
-    pub watch_prefix: bool,
-}
-
-/// The query parameters.
-pub(crate) type Query = HashMap<String, String>;
-
-pub(crate) fn json_response(code: StatusCode, body: impl Into<Body>) -> Response {
-    let mut resp = Response::new(body.into());
-    *resp.status_mut() = code;
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    resp
-}
-
-pub(crate) fn error_response(err: &ApiError) -> Response {
-    let code = StatusCode::from_u16(err.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut resp = json_response(code, err.status().to_string());
-    if let ApiError::TooManyRequests {
-        retry_after_secs, ..
-    } = err
-        && let Ok(v) = HeaderValue::from_str(&retry_after_secs.to_string())
-    {
-        resp.headers_mut().insert(header::RETRY_AFTER, v);
-    }
-    resp
 }
 
 /// Whether reading a body failed because it is over [`MAX_BODY_BYTES`].
@@ -224,10 +178,6 @@ fn is_ns_sub(plural: &str, tail: &[&str]) -> bool {
     tail.is_empty() && matches!(plural, "status" | "finalize")
 }
 
-fn is_true(query: &Query, key: &str) -> bool {
-    query.get(key).is_some_and(|v| v == "true" || v == "1")
-}
-
 fn verb_of(method: &Method, target: &Target, query: &Query) -> Result<Verb, ApiError> {
     let collection = target.name.is_none();
     let not_allowed = || {
@@ -278,77 +228,5 @@ fn verb_wire_name(verb: Verb) -> &'static str {
         Verb::Patch => "patch",
         Verb::Delete => "delete",
         Verb::DeleteCollection => "deletecollection",
-    }
-}
-
-/// The object as the requested version: an Event through `events.k8s.io/v1` is converted
-/// from its stored core form; for a custom resource, with the "None" conversion strategy, only
-/// `apiVersion` differs between versions. Other built-in kinds are served as stored.
-fn as_version(res: &Resource, bytes: Bytes) -> Bytes {
-    if res.is_events_v1() {
-        return match serde_json::from_slice::<serde_json::Value>(&bytes) {
-            Ok(v) => Bytes::from(crate::events::to_events_v1(v).to_string()),
-            Err(_) => bytes,
-        };
-    }
-    if res.crd.is_none() {
-        return bytes;
-    }
-    let api_version = res.api_version();
-    let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
-        return bytes;
-    };
-    if v.get("apiVersion").and_then(|a| a.as_str()) == Some(api_version.as_str())
-        || v.get("kind").and_then(|k| k.as_str()) == Some("Status")
-    {
-        return bytes;
-    }
-    v["apiVersion"] = serde_json::Value::String(api_version);
-    serde_json::to_vec(&v).map(Bytes::from).unwrap_or(bytes)
-}
-
-/// Whether the client asked for `PartialObjectMetadata` (metadata-only lists, gets, watches).
-pub(crate) fn wants_metadata(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|a| a.split(',').next())
-        .is_some_and(|first| first.contains("as=PartialObjectMetadata"))
-}
-
-/// The object in the form the client asked for: the requested version, or only its metadata.
-pub(crate) fn render(res: &Resource, metadata_only: bool, bytes: Bytes) -> Bytes {
-    if !metadata_only {
-        return as_version(res, bytes);
-    }
-    let Ok(v) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
-        return bytes;
-    };
-    if v.get("kind").and_then(|k| k.as_str()) == Some("Status") {
-        return bytes;
-    }
-    let partial = serde_json::json!({
-        "kind": "PartialObjectMetadata",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": v.get("metadata").cloned().unwrap_or_default(),
-    });
-    Bytes::from(partial.to_string())
-}
-
-/// Whether the client asked for the `meta.k8s.io/v1` Table form.
-pub(crate) fn wants_table(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| {
-            a.split(',')
-                .next()
-                .is_some_and(|first| first.contains("as=Table"))
-        })
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        error_response(&self)
     }
 }

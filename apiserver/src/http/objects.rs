@@ -7,8 +7,11 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use serde_json::Value;
 
+use super::list;
 use super::protobuf;
-use super::{App, Query, Target, json_response, list, render, table, wants_metadata, wants_table};
+use super::request::{App, Query, Target};
+use super::response::{json_response, render, wants_metadata, wants_table};
+use super::table;
 use crate::cluster::{DeleteOptions, Part, PatchKind, PatchRequest, WriteOptions};
 use crate::error::ApiError;
 use crate::faults::Verb;

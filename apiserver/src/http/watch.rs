@@ -11,9 +11,9 @@ use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 
 use super::list::Filter;
-use super::{
-    App, Query, Target, is_true, json_response, render, table, wants_metadata, wants_table,
-};
+use super::request::{App, Query, Target, is_true};
+use super::response::{json_response, render, wants_metadata, wants_table};
+use super::table;
 use crate::error::ApiError;
 use crate::store::{Event, EventType};
 
