@@ -383,3 +383,44 @@ async fn a_go_panic_is_a_reconcile_error_with_its_message_not_a_trap() {
     let traps = "reconcile_host_plugin_failures_total{plugin=\"noop-go\",reason=\"trap\"}";
     assert_eq!(host.metric(traps).await, 0.0, "log:\n{}", host.log());
 }
+
+/// Regression: on a reused instance the Go heap grows until a garbage collection falls inside
+/// `cabi_realloc` (the host lifting a request into the guest), where the collector read the
+/// wall clock, an import the component model forbids there, and the instance trapped. The SDK
+/// turns automatic collection off and collects inside the export instead (docs/guests/go.md,
+/// the traps). Large objects make the heap cross the collector's goal within a few calls; 100
+/// objects of 256 KiB, each copied three times (lifted, `[]byte`, decoded), allocate more than the
+/// 64 MiB memory limit, so the SDK's own collections must run too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reused_go_instance_reconciles_many_large_objects_without_a_trap() {
+    const OBJECTS: usize = 100;
+    let server = server().await;
+    let dir = scratch("go-reuse");
+    let plugin = manifest(
+        &dir,
+        "host/tests/guests/noop-go/plugin.yaml",
+        &scripted_component(NOOP_GO, "noop-go"),
+        &[("instanceReuse", "{maxCalls: 100000}")],
+    );
+    let host = Host::start(&server, &dir, &[plugin]);
+    let config_maps =
+        Api::<ConfigMap>::namespaced(server.kube_client().expect("client"), "default");
+    let value = "x".repeat(256 * 1024);
+    for i in 0..OBJECTS {
+        let mut object = common::config_map(&format!("large-{i}"), &value);
+        object.metadata.labels = Some([("noop-go".to_owned(), "true".to_owned())].into());
+        config_maps
+            .create(&PostParams::default(), &object)
+            .await
+            .expect("created");
+    }
+    host.wait_metric(
+        "controller_runtime_reconcile_total{controller=\"noop-go\",result=\"success\"}",
+        OBJECTS as f64,
+    )
+    .await;
+    let traps = "reconcile_host_plugin_failures_total{plugin=\"noop-go\",reason=\"trap\"}";
+    assert_eq!(host.metric(traps).await, 0.0, "log:\n{}", host.log());
+    let failures = "controller_runtime_reconcile_errors_total{controller=\"noop-go\"}";
+    assert_eq!(host.metric(failures).await, 0.0, "log:\n{}", host.log());
+}

@@ -10,6 +10,10 @@ package export_wit_world
 import (
 	"context"
 	"log/slog"
+	"math"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
 
 	witTypes "go.bytecodealliance.org/pkg/wit/types"
 
@@ -24,7 +28,47 @@ import (
 	_ "argv0" // first: os.Args[0] for the packages that read it in init
 )
 
-func init() { guest.SetHost(componentHost{}) }
+func init() {
+	stopAutomaticGC()
+	guest.SetHost(componentHost{})
+}
+
+// Garbage collection runs only where the component may call imports.
+//
+// The component model forbids a callee from calling any import while the canonical ABI runs its
+// `cabi_realloc` (the host copying a request, or an import's result, into guest memory). Go's
+// allocator, called from `cabi_realloc`, may start a collection or assist one in progress, and
+// the collector reads the clocks (WASI imports): the instance traps. The runtime package pauses
+// the adapter's monotonic clock around that allocation, but not the wall clock that mark
+// termination reads. It rarely happens on a fresh instance per call (the heap never reaches the
+// collector's first goal); on a reused instance the heap grows and it happens within a few
+// calls. So automatic collection is off (and a GOMEMLIMIT from the manifest's env cannot turn it
+// back on), and collectIfGrown, called in the export after the reconciler ran and before each
+// import, collects when the heap allocated as much since the last collection as was live after
+// it (as GOGC=100 would), and at least minCollectBytes, so a reused instance does not pay a
+// full collection every call.
+const minCollectBytes = 4 << 20
+
+var (
+	gcSamples         = []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/heap/live:bytes"}}
+	allocatedAtLastGC uint64
+)
+
+func stopAutomaticGC() {
+	debug.SetGCPercent(-1)
+	debug.SetMemoryLimit(math.MaxInt64)
+}
+
+func collectIfGrown() {
+	metrics.Read(gcSamples)
+	allocated, live := gcSamples[0].Value.Uint64(), gcSamples[1].Value.Uint64()
+	if allocated-allocatedAtLastGC < max(minCollectBytes, live) {
+		return
+	}
+	runtime.GC()
+	metrics.Read(gcSamples[:1])
+	allocatedAtLastGC = gcSamples[0].Value.Uint64()
+}
 
 // Reconcile is the world's export. It runs on the goroutine the host's call entered on and
 // returns before the call does: nothing waits for another goroutine (they are frozen between
@@ -38,6 +82,7 @@ func Reconcile(request kube_reconcile_types.Request) witTypes.Result[kube_reconc
 		req.Object = []byte(request.Object.Some())
 	}
 	action, err := guest.Reconcile(context.Background(), guest.Registered(), req)
+	collectIfGrown()
 	if err != nil {
 		return witTypes.Err[kube_reconcile_types.Action](kube_reconcile_types.ReconcileError{Message: err.Error()})
 	}
@@ -116,13 +161,17 @@ func unit(r witTypes.Result[witTypes.Unit, kube_reconcile_types.CallError]) erro
 }
 
 // componentHost is guest.Host over the component's imports.
+// Each method first collects garbage if the heap grew (collectIfGrown): imports are the points
+// inside a long reconcile where that is allowed.
 type componentHost struct{}
 
 func (componentHost) CacheGet(kind guest.Kind, namespace, name string) ([]byte, bool, error) {
+	collectIfGrown()
 	return maybeObject(kube_reconcile_cache.Get(witKind(kind), optional(namespace), name))
 }
 
 func (componentHost) CacheList(kind guest.Kind, namespace, selector string) ([][]byte, error) {
+	collectIfGrown()
 	r := kube_reconcile_cache.List(witKind(kind), optional(namespace), optional(selector))
 	if r.IsErr() {
 		return nil, callError(r.Err())
@@ -136,10 +185,12 @@ func (componentHost) CacheList(kind guest.Kind, namespace, selector string) ([][
 }
 
 func (componentHost) Apply(o []byte, force bool, subresource string) ([]byte, error) {
+	collectIfGrown()
 	return object(kube_reconcile_client.Apply(string(o), force, optional(subresource)))
 }
 
 func (componentHost) Patch(target guest.ObjectRef, patchType guest.PatchType, body []byte, subresource string) ([]byte, error) {
+	collectIfGrown()
 	var patch kube_reconcile_client.PatchBody
 	switch patchType {
 	case guest.JSONPatch:
@@ -153,22 +204,27 @@ func (componentHost) Patch(target guest.ObjectRef, patchType guest.PatchType, bo
 }
 
 func (componentHost) Create(o []byte) ([]byte, error) {
+	collectIfGrown()
 	return object(kube_reconcile_client.Create(string(o)))
 }
 
 func (componentHost) Replace(o []byte) ([]byte, error) {
+	collectIfGrown()
 	return object(kube_reconcile_client.Replace(string(o)))
 }
 
 func (componentHost) Delete(target guest.ObjectRef) error {
+	collectIfGrown()
 	return unit(kube_reconcile_client.Delete(witRef(target)))
 }
 
 func (componentHost) Get(target guest.ObjectRef) ([]byte, bool, error) {
+	collectIfGrown()
 	return maybeObject(kube_reconcile_client.Get(witRef(target)))
 }
 
 func (componentHost) RecordEvent(regarding guest.ObjectRef, eventType guest.EventType, reason, note string) error {
+	collectIfGrown()
 	t := kube_reconcile_events.EventType_Normal
 	if eventType == guest.Warning {
 		t = kube_reconcile_events.EventType_Warning
@@ -177,6 +233,7 @@ func (componentHost) RecordEvent(regarding guest.ObjectRef, eventType guest.Even
 }
 
 func (componentHost) Log(level slog.Level, message string) {
+	collectIfGrown()
 	var l kube_reconcile_log.Level
 	switch {
 	case level < slog.LevelDebug:
