@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::Action;
+use crate::bindings::kube::reconcile::types::Action;
 
 impl Action {
     /// Nothing more to do until the object or an owned object changes, or the plugin's resync

@@ -4,7 +4,8 @@
 use serde::de::DeserializeOwned;
 
 use crate::bindings::kube::reconcile::cache as host;
-use crate::{Context, Error, Kind};
+use crate::bindings::kube::reconcile::types::Kind;
+use crate::error::{Context, Error};
 
 /// The cached object `name` of `kind` in `namespace` (`None` for cluster-scoped kinds), parsed
 /// as `T`; `None` if the cache does not hold it.

@@ -15,7 +15,8 @@ use serde_json::Value;
 
 use crate::bindings::kube::reconcile::client as host;
 use crate::bindings::kube::reconcile::client::PatchBody;
-use crate::{CallError, Context, Error, ObjectRef};
+use crate::bindings::kube::reconcile::types::{CallError, ObjectRef};
+use crate::error::{Context, Error};
 
 /// Server-side applies `object` with `force` (taking over fields other managers own, as
 /// controllers usually do) and returns the object as stored, parsed as the same type.

@@ -4,7 +4,7 @@ use std::error::Error as StdError;
 use std::fmt;
 
 use crate::bindings::ReconcileError;
-use crate::{ApiStatus, CallError};
+use crate::bindings::kube::reconcile::types::{ApiStatus, CallError};
 
 /// Why a reconcile (or one step of it) failed: a message, or a failed host call, or any other
 /// error, wrapped in layers of context.

@@ -3,7 +3,8 @@
 //! `events.k8s.io/v1` Events).
 
 use crate::bindings::kube::reconcile::events as host;
-use crate::{Context, Error, ObjectRef};
+use crate::bindings::kube::reconcile::types::ObjectRef;
+use crate::error::{Context, Error};
 
 pub use crate::bindings::kube::reconcile::events::EventType;
 

@@ -3,7 +3,9 @@
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::{Action, Context, Error, ObjectRef, client};
+use crate::bindings::kube::reconcile::types::{Action, ObjectRef};
+use crate::client;
+use crate::error::{Context, Error};
 
 /// Runs `cleanup` before `object` is deleted, by keeping the finalizer `finalizer_name` on it,
 /// and `apply` the rest of the time.

@@ -50,16 +50,7 @@ mod request;
 /// [`export_reconciler!`] is the usual way in. A reconciler that wants no layer implements
 /// [`bindings::Guest`] itself and exports it with
 /// `reconcile_guest::bindings::export!(MyType with_types_in reconcile_guest::bindings);`.
-#[allow(unsafe_code, missing_docs, clippy::too_many_arguments)]
-pub mod bindings {
-    wit_bindgen::generate!({
-        path: "../wit",
-        world: "reconciler",
-        additional_derives: [PartialEq, Eq, Hash],
-        pub_export_macro: true,
-        default_bindings_module: "reconcile_guest::bindings",
-    });
-}
+pub mod bindings;
 
 pub use bindings::kube::reconcile::types::{Action, ApiStatus, CallError, Kind, ObjectRef};
 pub use error::{Context, Error};

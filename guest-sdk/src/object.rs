@@ -4,7 +4,8 @@ use std::fmt;
 
 use serde_json::Value;
 
-use crate::{Context, Error, Kind, ObjectRef};
+use crate::bindings::kube::reconcile::types::{Kind, ObjectRef};
+use crate::error::{Context, Error};
 
 impl Kind {
     /// A kind from its `apiVersion` (`"v1"`, `"apps/v1"`) and name (`"Deployment"`).

@@ -2,7 +2,9 @@
 
 use serde::de::DeserializeOwned;
 
-use crate::{Context, Error, Kind, ObjectRef, bindings};
+use crate::bindings;
+use crate::bindings::kube::reconcile::types::{Kind, ObjectRef};
+use crate::error::{Context, Error};
 
 /// One reconcile: which object to look at, the object as the host's cache holds it now (as JSON
 /// text, parsed only when asked), and how many times in a row this key has failed.

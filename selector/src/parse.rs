@@ -1,8 +1,8 @@
 //! The selector language's tokenizer and recursive-descent parser, following apimachinery's.
 
 use crate::error::SelectorError;
+use crate::requirement::{Operator, Requirement};
 use crate::validate::{validate_key, validate_value};
-use crate::{Operator, Requirement};
 
 /// A lexical token of the selector language.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -13,8 +13,9 @@ use parking_lot::Mutex;
 use tower::{BoxError, Layer, Service, ServiceExt};
 
 use super::bucket::TokenBucket;
+use super::limits::ClientLimits;
 use super::policy::{self, Decision, Outcome, RequestClass};
-use super::{ClientLimits, ClientStats};
+use super::stats::ClientStats;
 
 /// A service shared by the futures of its wrapper: kube's stack below our layers is a
 /// `BoxService`, which is neither `Clone` nor `Sync`, yet every rate-limited or retried request
@@ -285,7 +286,7 @@ fn log_final_failure<B>(
         }
         Ok(_) => {}
         // A write held back by the fence is the fence's decision, logged where it closes.
-        Err(error) if error.downcast_ref::<super::Fenced>().is_some() => {}
+        Err(error) if error.downcast_ref::<super::fenced::Fenced>().is_some() => {}
         Err(error) => {
             tracing::error!(%method, path, error = error.as_ref() as &dyn StdError,
                 retries = retries_done, "API request failed");

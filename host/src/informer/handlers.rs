@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use super::change::{Change, Handler};
+use super::object::CachedObject;
 use crate::controller::ObjectKey;
 use crate::queue::RateLimitingQueue;
 
@@ -44,7 +45,7 @@ pub fn enqueue_controller(
 ) -> Handler {
     let (api_version, kind) = (owner_api_version.to_owned(), owner_kind.to_owned());
     Arc::new(move |change: &Change<'_>| {
-        let owner = |object: &super::CachedObject| object.controller_key(&api_version, &kind);
+        let owner = |object: &CachedObject| object.controller_key(&api_version, &kind);
         match change {
             Change::Added(object) | Change::Deleted(object) | Change::Resync(object) => {
                 if let Some(key) = owner(object) {
@@ -69,7 +70,7 @@ pub fn enqueue_controller(
     })
 }
 
-fn passes(predicates: Predicates, old: &super::CachedObject, new: &super::CachedObject) -> bool {
+fn passes(predicates: Predicates, old: &CachedObject, new: &CachedObject) -> bool {
     old.resource_version() != new.resource_version()
         && (!predicates.generation_changed || old.generation() != new.generation())
 }

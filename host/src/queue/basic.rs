@@ -8,7 +8,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::Key;
+use super::key::Key;
 use super::metrics::QueueMetrics;
 use super::state::{Added, Finished, State};
 

@@ -13,8 +13,9 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::basic::Queue;
+use super::key::Key;
 use super::metrics::QueueMetrics;
-use super::{Key, Queue};
 
 type Map<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 

@@ -6,7 +6,7 @@ use parking_lot::Mutex;
 
 use tokio::time::Instant;
 
-use super::Key;
+use super::key::Key;
 
 type Map<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 

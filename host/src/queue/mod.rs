@@ -19,6 +19,7 @@
 
 mod basic;
 mod delaying;
+mod key;
 mod limiter;
 mod metrics;
 mod rate_limiting;
@@ -26,15 +27,10 @@ mod state;
 
 pub use basic::Queue;
 pub use delaying::DelayingQueue;
+pub use key::Key;
 pub use limiter::{
     ControllerLimiter, FastSlow, ItemExponential, LimiterError, MaxOf, RateLimiter, TokenBucket,
     default_controller_limiter,
 };
 pub use metrics::{NoMetrics, QueueMetrics};
 pub use rate_limiting::{Completion, RateLimitingQueue};
-
-/// What a workqueue can hold: any cheap-to-clone, hashable, thread-safe value, typically
-/// `Arc<str>` or a small struct of namespace and name.
-pub trait Key: Clone + Eq + std::hash::Hash + Send + Sync + 'static {}
-
-impl<T: Clone + Eq + std::hash::Hash + Send + Sync + 'static> Key for T {}

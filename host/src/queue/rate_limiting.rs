@@ -5,9 +5,10 @@ use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::delaying::DelayingQueue;
+use super::key::Key;
 use super::limiter::{RateLimiter, default_controller_limiter};
 use super::metrics::QueueMetrics;
-use super::{DelayingQueue, Key};
 
 /// What a worker reports for a key it processed; [`RateLimitingQueue::complete`] turns it into
 /// queue operations exactly as client-go's controller loop does (rule 11).
