@@ -11,7 +11,7 @@ use common::backend::Backend as ApiServer;
 use common::host::{
     Host, component, manifest, scratch, scripted_component, target_dir, tool, workspace,
 };
-use common::{eventually_async, namespace};
+use common::{collected, eventually_async, namespace};
 use embedded_apiserver::Config;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
@@ -123,16 +123,6 @@ async fn children(server: &ApiServer, namespace: &str, name: &str) -> Value {
     })
 }
 
-async fn gone<K>(api: &Api<K>, name: &str)
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    eventually_async(&format!("{name} deleted"), || async {
-        matches!(api.get_opt(name).await, Ok(None)).then_some(())
-    })
-    .await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn website_js_makes_the_same_children_and_status_as_the_rust_website_in_one_host() {
     let server = server().await;
@@ -241,13 +231,33 @@ async fn website_js_makes_the_same_children_and_status_as_the_rust_website_in_on
         host.log()
     );
 
-    // Deleting the Website takes its children with it (garbage collection).
+    // Deleting the Website takes its children with it (garbage collection; see `collected`).
+    let uid = js
+        .get("twin")
+        .await
+        .expect("the Website")
+        .metadata
+        .uid
+        .expect("a uid");
     js.delete("twin", &DeleteParams::default())
         .await
         .expect("deleted");
     let client = server.kube_client().expect("client");
-    gone(&Api::<Deployment>::namespaced(client.clone(), "js"), "twin").await;
-    gone(&Api::<Service>::namespaced(client, "js"), "twin").await;
+    let real = server.is_real();
+    collected(
+        real,
+        &Api::<Deployment>::namespaced(client.clone(), "js"),
+        "twin",
+        &uid,
+    )
+    .await;
+    collected(
+        real,
+        &Api::<Service>::namespaced(client, "js"),
+        "twin",
+        &uid,
+    )
+    .await;
 }
 
 /// The website-js manifest with `grants` replaced by `grants` (YAML lines).

@@ -96,3 +96,30 @@ pub async fn crd_established(client: &kube::Client, name: &str) {
     })
     .await;
 }
+
+/// Waits until the object `name` of `api`, owned by the object with uid `owner_uid` that the
+/// test just deleted, is gone. The embedded server collects it (garbage collection); a real API
+/// server here runs no kube-controller-manager, so there the object must name the owner as its
+/// controlling owner and the test deletes it itself.
+pub async fn collected<K>(real: bool, api: &kube::Api<K>, name: &str, owner_uid: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    if real {
+        let object = api.get(name).await.expect("the owned object");
+        let owned = object
+            .meta()
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|owner| owner.uid == owner_uid && owner.controller == Some(true));
+        assert!(owned, "{name} does not name {owner_uid} as its controller");
+        api.delete(name, &kube::api::DeleteParams::default())
+            .await
+            .expect("deleted");
+    }
+    eventually_async(&format!("{name} deleted"), || async {
+        matches!(api.get_opt(name).await, Ok(None)).then_some(())
+    })
+    .await;
+}
