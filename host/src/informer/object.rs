@@ -4,6 +4,11 @@
 //! host reads only name, namespace, resourceVersion, generation, labels and ownerReferences, and
 //! hands guests the object as JSON text, so the cache keeps exactly that: the text, unparsed,
 //! and those fields.
+//!
+//! A real API server leaves `apiVersion` and `kind` out of the items of a list (watch events
+//! carry them), so the same object would reach a guest with or without them depending on how it
+//! came into the cache. [`WireObject::with_type_of`] adds them where they are missing, so guests
+//! always get a complete object they can hand back to `client.replace` or turn into a reference.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -22,6 +27,10 @@ use crate::controller::ObjectKey;
 pub struct WireObject {
     json: Box<str>,
     meta: ObjectMeta,
+    /// Whether the text has an `apiVersion` field.
+    has_api_version: bool,
+    /// Whether the text has a `kind` field.
+    has_kind: bool,
 }
 
 /// The metadata fields the host reads; everything else stays in the JSON text.
@@ -41,6 +50,9 @@ struct TrimmedMeta {
 struct Envelope {
     #[serde(default)]
     metadata: TrimmedMeta,
+    #[serde(rename = "apiVersion")]
+    api_version: Option<serde::de::IgnoredAny>,
+    kind: Option<serde::de::IgnoredAny>,
 }
 
 impl WireObject {
@@ -49,9 +61,15 @@ impl WireObject {
     /// # Errors
     /// When `json` is not an object with well-formed metadata.
     pub fn from_json(json: &str) -> Result<Self, serde_json::Error> {
-        let Envelope { metadata: m } = serde_json::from_str(json)?;
+        let Envelope {
+            metadata: m,
+            api_version,
+            kind,
+        } = serde_json::from_str(json)?;
         Ok(Self {
             json: json.into(),
+            has_api_version: api_version.is_some(),
+            has_kind: kind.is_some(),
             meta: ObjectMeta {
                 name: m.name,
                 namespace: m.namespace,
@@ -63,6 +81,35 @@ impl WireObject {
                 ..ObjectMeta::default()
             },
         })
+    }
+
+    /// The object with the `apiVersion` and `kind` of `resource` written into its text where it
+    /// lacks them (a real API server's list items); an object that has them is left as it is.
+    #[must_use]
+    pub fn with_type_of(mut self, resource: &ApiResource) -> Self {
+        if self.has_api_version && self.has_kind {
+            return self;
+        }
+        let Some(rest) = self.json.trim_start().strip_prefix('{') else {
+            return self; // not an object: from_json would have refused it
+        };
+        let quoted = |text: &str| serde_json::Value::from(text).to_string();
+        let mut fields = Vec::with_capacity(2);
+        if !self.has_api_version {
+            fields.push(format!("\"apiVersion\":{}", quoted(&resource.api_version)));
+        }
+        if !self.has_kind {
+            fields.push(format!("\"kind\":{}", quoted(&resource.kind)));
+        }
+        let separator = if rest.trim_start().starts_with('}') {
+            ""
+        } else {
+            ","
+        };
+        self.json = format!("{{{}{separator}{rest}", fields.join(",")).into();
+        self.has_api_version = true;
+        self.has_kind = true;
+        self
     }
 }
 
@@ -164,7 +211,8 @@ impl CachedObject {
         WireObject::from_json(json).map(Self::from)
     }
 
-    /// The object exactly as the API server sent it.
+    /// The object as the API server sent it, with `apiVersion` and `kind` added if the server
+    /// left them out (see [`WireObject::with_type_of`]).
     #[must_use]
     pub fn json(&self) -> &str {
         &self.json
@@ -309,6 +357,36 @@ mod tests {
             panic!("not a MODIFIED event");
         };
         assert_eq!(CachedObject::from(wire).json(), POD);
+    }
+
+    #[test]
+    fn list_items_without_api_version_and_kind_get_those_of_the_listed_kind() {
+        let pod = ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&());
+        // A real API server's list: the items carry no apiVersion and kind.
+        let untyped = POD.replacen(r#""apiVersion":"v1","kind":"Pod","#, "", 1);
+        let list = format!(r#"{{"metadata":{{"resourceVersion":"50"}},"items":[{untyped}]}}"#);
+        let list: ObjectList<WireObject> = serde_json::from_str(&list).unwrap();
+        let object = CachedObject::from(list.items[0].clone().with_type_of(&pod));
+        assert_eq!(object.json(), POD);
+        assert_eq!(object.name(), "web-1");
+
+        // Objects that have both are kept byte for byte; one missing is added alone.
+        let typed = WireObject::from_json(POD).unwrap().with_type_of(&pod);
+        assert_eq!(CachedObject::from(typed).json(), POD);
+        let no_kind = POD.replacen(r#""kind":"Pod","#, "", 1);
+        let added = WireObject::from_json(&no_kind).unwrap().with_type_of(&pod);
+        let value: serde_json::Value =
+            serde_json::from_str(CachedObject::from(added).json()).unwrap();
+        assert_eq!(
+            value,
+            serde_json::from_str::<serde_json::Value>(POD).unwrap()
+        );
+
+        let empty = WireObject::from_json(" {}").unwrap().with_type_of(&pod);
+        assert_eq!(
+            CachedObject::from(empty).json(),
+            r#"{"apiVersion":"v1","kind":"Pod"}"#
+        );
     }
 
     #[test]

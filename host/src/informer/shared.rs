@@ -78,7 +78,7 @@ impl Informer {
             synced: synced_tx,
         };
         let kind = format!("{}/{}", scope.api_version, scope.kind);
-        let task = tokio::spawn(watch_task::run(api, config, sink, kind));
+        let task = tokio::spawn(watch_task::run(api, resource.clone(), config, sink, kind));
         Self {
             scope,
             store,

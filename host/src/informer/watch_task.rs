@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::Api;
+use kube::core::ApiResource;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
 
@@ -47,8 +48,16 @@ pub(super) struct Sink {
     pub synced: watch::Sender<bool>,
 }
 
-/// Runs until the task is aborted (the informer dropped).
-pub(super) async fn run(api: Api<WireObject>, config: watcher::Config, sink: Sink, kind: String) {
+/// Runs until the task is aborted (the informer dropped). Objects get `resource`'s `apiVersion`
+/// and `kind` where the server left them out (a real API server's list items).
+pub(super) async fn run(
+    api: Api<WireObject>,
+    resource: ApiResource,
+    config: watcher::Config,
+    sink: Sink,
+    kind: String,
+) {
+    let cached = |wire: WireObject| Arc::new(CachedObject::from(wire.with_type_of(&resource)));
     let mut backoff = WatchBackoff::default();
     loop {
         let mut events = pin!(watcher::watcher(api.clone(), config.clone()));
@@ -57,9 +66,7 @@ pub(super) async fn run(api: Api<WireObject>, config: watcher::Config, sink: Sin
             match event {
                 Ok(Event::Init) => relist = Some(Vec::new()),
                 Ok(Event::InitApply(wire)) => {
-                    relist
-                        .get_or_insert_with(Vec::new)
-                        .push(Arc::new(CachedObject::from(wire)));
+                    relist.get_or_insert_with(Vec::new).push(cached(wire));
                 }
                 Ok(Event::InitDone) => {
                     let listed = relist.take().unwrap_or_default();
@@ -71,14 +78,14 @@ pub(super) async fn run(api: Api<WireObject>, config: watcher::Config, sink: Sin
                     backoff.reset();
                 }
                 Ok(Event::Apply(wire)) => {
-                    let object = Arc::new(CachedObject::from(wire));
+                    let object = cached(wire);
                     let handlers = sink.handlers.read();
                     sink.store
                         .apply(object, |change| deliver(&handlers, &change));
                     backoff.reset();
                 }
                 Ok(Event::Delete(wire)) => {
-                    let object = Arc::new(CachedObject::from(wire));
+                    let object = cached(wire);
                     let handlers = sink.handlers.read();
                     sink.store
                         .delete(&object, |change| deliver(&handlers, &change));
