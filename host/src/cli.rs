@@ -33,7 +33,9 @@ pub enum Command {
     /// their samples applied: no cluster needed. Build the examples first (`make dev` does both).
     Dev(crate::dev::DevArgs),
     /// Check a plugin manifest and its component against the `reconciler` world: prints the
-    /// module's digest, the imports it uses and the grants it has; exits 2 on any problem.
+    /// module's digest, the imports it uses and the grants it has, then calls `reconcile` once
+    /// with a sample object (no cluster; calls recorded, not applied). Exits 1 when that call
+    /// traps, naming the fix; 2 on any other problem.
     Check(crate::tools::CheckArgs),
     /// Run one reconcile locally, with no cluster: the object and the cache come from files,
     /// the guest's API calls are recorded and printed, not applied. Exits 0 when the reconcile
@@ -42,6 +44,9 @@ pub enum Command {
     /// Print the RBAC objects (ClusterRole, Roles, bindings) that plugin manifests need, as
     /// YAML for `kubectl apply -f -`. Exits 2 when a manifest is unusable.
     Rbac(Box<crate::rbac::RbacArgs>),
+    /// Print the CustomResourceDefinition of `ReconcilerPlugin` (plugins declared as cluster
+    /// objects), as YAML for `kubectl apply -f -`.
+    Crd,
 }
 
 /// Flags of `run`; each overrides the config file.
@@ -172,6 +177,7 @@ fn set<T>(field: &mut T, value: Option<T>) {
 pub async fn main(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Rbac(args) => crate::rbac::rbac(*args).await,
+        Command::Crd => print_crd(),
         Command::Run(args) => {
             let config = match args.resolve() {
                 Ok(config) => config,
@@ -193,4 +199,20 @@ fn report(result: anyhow::Result<ExitCode>) -> ExitCode {
         eprintln!("error: {error:#}");
         ExitCode::FAILURE
     })
+}
+
+/// `reconcile-host crd`: the `ReconcilerPlugin` CRD, generated from the manifest's types.
+fn print_crd() -> ExitCode {
+    use kube::CustomResourceExt;
+    let crd = crate::plugin::manifest::ReconcilerPlugin::crd();
+    match serde_yaml_ng::to_string(&crd) {
+        Ok(yaml) => {
+            print!("{yaml}");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("error: cannot write the ReconcilerPlugin CRD as YAML: {error}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -15,6 +15,8 @@ from reconcile_guest import (
     ObjectRef,
     ReconcileError,
     describe,
+    done,
+    export_reconciler,
     requeue_after,
 )
 from reconcile_guest.errors import call_error
@@ -130,6 +132,42 @@ class FinalizerPlan(unittest.TestCase):
     def test_deleting_object_without_the_finalizer_needs_nothing(self):
         self.assertEqual(plan(obj(deletionTimestamp="2025-01-01T00:00:00Z"), NAME), Nothing())
         self.assertEqual(plan(obj(deletionTimestamp=None, finalizers=[NAME]), NAME), Apply())
+
+
+def request() -> wit.Request:
+    target = wit.ObjectRef(wit.Kind("v1", "ConfigMap"), "default", "web")
+    return wit.Request(target, '{"metadata": {"name": "web"}}', 0)
+
+
+class Export(unittest.TestCase):
+    def test_an_action_is_returned_and_an_exception_becomes_the_reconcile_error(self):
+        self.assertEqual(export_reconciler(lambda request: done())().reconcile(request()), done())
+
+        def failing(request):
+            raise KeyError("spec")
+
+        with self.assertRaises(Exception) as raised:
+            export_reconciler(failing)().reconcile(request())
+        self.assertTrue(raised.exception.value.message.startswith("KeyError: 'spec'"))
+
+    def test_a_return_that_is_not_an_action_names_the_type_the_function_and_the_fix(self):
+        def reconcile(request):
+            return "done"
+
+        with self.assertRaises(TypeError) as raised:
+            export_reconciler(reconcile)().reconcile(request())
+        message = str(raised.exception)
+        self.assertIn("reconcile (", message)
+        self.assertIn(
+            "returned str ('done') where an Action was expected; return done(), requeue() or "
+            "requeue_after(seconds) from reconcile_guest",
+            message,
+        )
+
+    def test_exporting_something_that_is_not_a_function_fails_at_import(self):
+        with self.assertRaises(TypeError) as raised:
+            export_reconciler("reconcile")
+        self.assertIn("export_reconciler takes the reconcile function, got str", str(raised.exception))
 
 
 if __name__ == "__main__":

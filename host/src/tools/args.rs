@@ -17,6 +17,12 @@ pub struct CheckArgs {
     /// names (`for`, `owns`, `cache`, grants) is served. Without it, `check` needs no cluster.
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
+    /// The object `check` calls `reconcile` with once, of the manifest's `for` kind (YAML or
+    /// JSON; `-`: stdin) [default: a minimal object of that kind, named `check-sample`]. Its
+    /// calls are recorded, not applied; a trap fails `check` (exit 1), a reconcile error does
+    /// not.
+    #[arg(long, value_name = "FILE")]
+    pub sample: Option<PathBuf>,
 }
 
 /// Arguments of `reconcile`.

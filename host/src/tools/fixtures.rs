@@ -45,8 +45,8 @@ impl Fixture {
     }
 }
 
-/// The object of `--object`: one object of the manifest's `for` kind.
-pub(super) fn read_object(path: &Path, manifest: &Manifest) -> anyhow::Result<Fixture> {
+/// The object of `flag` (`--object`, `--sample`): one object of the manifest's `for` kind.
+pub(super) fn read_object(path: &Path, manifest: &Manifest, flag: &str) -> anyhow::Result<Fixture> {
     let (text, source) = if path.as_os_str() == "-" {
         let mut text = String::new();
         std::io::stdin()
@@ -61,15 +61,20 @@ pub(super) fn read_object(path: &Path, manifest: &Manifest) -> anyhow::Result<Fi
     let mut values = objects_in(&text, &source)?;
     if values.len() != 1 {
         bail!(
-            "{source} holds {} objects; --object takes exactly one (pass others with --cache)",
-            values.len()
+            "{source} holds {} objects; {flag} takes exactly one{}",
+            values.len(),
+            if flag == "--object" {
+                " (pass others with --cache)"
+            } else {
+                ""
+            }
         );
     }
     let object = fixture(values.remove(0), &source)?;
     if object.kind != manifest.for_kind {
         bail!(
             "{source} is a {}, but plugin `{}` reconciles {} (its `for`); pass an object of \
-             that kind with --object",
+             that kind with {flag}",
             describe(&object.kind),
             manifest.name,
             describe(&manifest.for_kind)

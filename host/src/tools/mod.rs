@@ -31,7 +31,10 @@
 //! the object, writes answer with what was sent (a patch: with the object patched, unchanged).
 
 mod args;
+mod diagnose;
+mod exercise;
 mod fixtures;
+mod language;
 mod load;
 mod outcome;
 mod report;
@@ -46,36 +49,50 @@ pub use args::{CheckArgs, Output, ReconcileArgs};
 pub use outcome::{ActionRecord, CallRecord, DeniedRecord, Outcome};
 
 use crate::exit::EXIT_CONFIG;
+use exercise::Verdict;
 use load::load;
 use report::check_report;
 use run::prepare;
 
-/// Exit code of `reconcile` when the guest failed (returned `err`, trapped, overran a limit).
+/// Exit code of `reconcile` when the guest failed (returned `err`, trapped, overran a limit),
+/// and of `check` when its sample reconcile trapped, overran a limit or could not start.
 pub const EXIT_GUEST_FAILED: u8 = 1;
 
 /// `check`: loads the manifest and its component as the host would and prints what they
-/// declare; with `--kubeconfig`, also asks that API server whether it serves every kind the
-/// manifest names. Exit 0 when all is usable, 2 (with the reason) otherwise.
+/// declare, then calls `reconcile` once with a sample object (`--sample`, or a minimal object
+/// of the `for` kind) against in-memory caches, recording its calls; with `--kubeconfig`, also
+/// asks that API server whether it serves every kind the manifest names. Exit 0 when all is
+/// usable, 1 when the sample reconcile traps (or overruns a limit, or the component cannot
+/// start), 2 (with the reason) on any other problem. A reconcile error the guest returns is
+/// not a failure.
 pub async fn check(args: CheckArgs) -> ExitCode {
     let loaded = match load(&args.manifest, args.module_cache).await {
         Ok(loaded) => loaded,
         Err(error) => return bad_input(&error),
     };
     print!("{}", check_report(&args.manifest, &loaded));
-    let Some(kubeconfig) = &args.kubeconfig else {
-        return ExitCode::SUCCESS;
-    };
-    match served::unserved_kinds(kubeconfig, &loaded.manifest).await {
-        Ok(unserved) if unserved.is_empty() => {
-            println!("{:<10}every kind named is served", "served");
-            ExitCode::SUCCESS
+    match exercise::exercise(&loaded, args.sample.as_deref()).await {
+        Ok(Verdict::Passed(lines)) => print!("{lines}"),
+        Ok(Verdict::Failed(explanation)) => {
+            eprint!("{explanation}");
+            return ExitCode::from(EXIT_GUEST_FAILED);
         }
-        Ok(unserved) => {
-            eprint!("{}", served::report(&unserved));
-            ExitCode::from(EXIT_CONFIG)
-        }
-        Err(error) => bad_input(&error),
+        Err(error) => return bad_input(&error),
     }
+    if let Some(kubeconfig) = &args.kubeconfig {
+        match served::unserved_kinds(kubeconfig, &loaded.manifest).await {
+            Ok(unserved) if unserved.is_empty() => {
+                println!("{:<10}every kind named is served", "served");
+            }
+            Ok(unserved) => {
+                eprint!("{}", served::report(&unserved));
+                return ExitCode::from(EXIT_CONFIG);
+            }
+            Err(error) => return bad_input(&error),
+        }
+    }
+    println!("ok: plugin `{}` is valid", loaded.manifest.name);
+    ExitCode::SUCCESS
 }
 
 /// `reconcile`: one reconcile of the object in `--object`, against the `--cache` fixtures, with

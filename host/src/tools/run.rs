@@ -11,8 +11,10 @@ use super::load::{Loaded, load};
 use super::outcome::{ActionRecord, CallRecord, DeniedRecord, Outcome};
 use crate::plugin::api::{Recorder, SharedApi};
 use crate::plugin::context::PluginContext;
-use crate::plugin::reconciler::Plugin;
-use crate::plugin::{Kind, ObjectRef};
+use crate::plugin::manifest::Manifest;
+use crate::plugin::module::Module;
+use crate::plugin::reconciler::{Plugin, PluginError};
+use crate::plugin::{GuestAction, Kind, ObjectRef};
 
 /// A reconcile ready to run: the plugin with its fixture caches and recording backend.
 pub(super) struct Run {
@@ -26,7 +28,7 @@ pub(super) async fn prepare(args: &ReconcileArgs) -> anyhow::Result<Run> {
     let Loaded {
         manifest, module, ..
     } = load(&args.manifest, args.module_cache.clone()).await?;
-    let object = read_object(&args.object, &manifest)?;
+    let object = read_object(&args.object, &manifest, "--object")?;
     let mut fixtures = Vec::new();
     for path in &args.cache {
         for file in fixture_files(path)? {
@@ -38,23 +40,34 @@ pub(super) async fn prepare(args: &ReconcileArgs) -> anyhow::Result<Run> {
             }
         }
     }
-    let caches = caches(&manifest, &fixtures, &object)?;
-    let mut texts: Vec<String> = fixtures.iter().map(|f| f.json.clone()).collect();
-    texts.push(object.json.clone());
-    let recorder = Recorder::with_objects(&texts)
-        .map_err(anyhow::Error::msg)
-        .context("cannot index the objects for live reads")?;
-    let backend = Arc::new(recorder);
-    let api: SharedApi = backend.clone();
-    let context = Arc::new(PluginContext::new(Arc::new(manifest), caches, api));
-    Ok(Run {
-        plugin: Plugin::new(context, module, None),
-        object,
-        backend,
-    })
+    Run::new(manifest, module, object, &fixtures)
 }
 
 impl Run {
+    /// The plugin of `manifest` and `module` with `object` and the `fixtures` in its caches and
+    /// its recording backend: what `reconcile` runs, and what `check` exercises its sample on.
+    pub(super) fn new(
+        manifest: Manifest,
+        module: Arc<Module>,
+        object: Fixture,
+        fixtures: &[Fixture],
+    ) -> anyhow::Result<Self> {
+        let caches = caches(&manifest, fixtures, &object)?;
+        let mut texts: Vec<String> = fixtures.iter().map(|f| f.json.clone()).collect();
+        texts.push(object.json.clone());
+        let recorder = Recorder::with_objects(&texts)
+            .map_err(anyhow::Error::msg)
+            .context("cannot index the objects for live reads")?;
+        let backend = Arc::new(recorder);
+        let api: SharedApi = backend.clone();
+        let context = Arc::new(PluginContext::new(Arc::new(manifest), caches, api));
+        Ok(Self {
+            plugin: Plugin::new(context, module, None),
+            object,
+            backend,
+        })
+    }
+
     /// The object, the plugin and its module, as the report's first line names them.
     pub(super) fn subject(&self) -> String {
         format!(
@@ -66,8 +79,14 @@ impl Run {
         )
     }
 
-    /// Calls the guest once, in a `reconcile` span like the host's.
+    /// Calls the guest once, in a `reconcile` span like the host's, and records what it did.
     pub(super) async fn reconcile(&self, requeues: u32) -> Outcome {
+        let result = self.call(requeues).await;
+        self.outcome(result)
+    }
+
+    /// Calls the guest once, in a `reconcile` span like the host's.
+    pub(super) async fn call(&self, requeues: u32) -> Result<GuestAction, PluginError> {
         let object = &self.object;
         let target = ObjectRef {
             kind: Kind {
@@ -79,11 +98,14 @@ impl Run {
         };
         let context = self.plugin.context();
         let span = tracing::info_span!("reconcile", plugin = %context.name, key = %object.key());
-        let result = self
-            .plugin
+        self.plugin
             .call(target, Some(object.json.clone()), requeues)
             .instrument(span)
-            .await;
+            .await
+    }
+
+    /// The outcome of a call's `result`, with the calls recorded so far.
+    pub(super) fn outcome(&self, result: Result<GuestAction, PluginError>) -> Outcome {
         let (action, error) = match result {
             Ok(action) => (Some(ActionRecord::from(action)), None),
             Err(error) => (None, Some(format!("{:#}", anyhow::Error::new(error)))),

@@ -128,6 +128,10 @@ class Request:
         return self._parsed
 
 
+#: The WIT `action` cases: what `reconcile` must return.
+_ACTIONS = (wit.Action_Done, wit.Action_Requeue, wit.Action_RequeueAfter)
+
+
 def export_reconciler(reconcile: Callable[[Request], Action]) -> type:
     """The class componentize-py exports for the `reconciler` world: assign it to `WitWorld`
     in the app module (`WitWorld = export_reconciler(reconcile)`).
@@ -135,12 +139,33 @@ def export_reconciler(reconcile: Callable[[Request], Action]) -> type:
     Each call wraps the WIT request in a `Request`; whatever `reconcile` raises becomes the
     WIT `reconcile-error` with `describe(error)` as its message, so a bug (a `KeyError`) is a
     failed reconcile retried with backoff, not a trap.
+
+    Mistakes that mean the component cannot reconcile at all are named instead of left to the
+    runtime (whose words would be `KeyError(<class 'str'>)`): passing something that is not a
+    function raises `TypeError` when the module is imported, so the build fails; a `reconcile`
+    that returns anything but an action (`done()`, `requeue()`, `requeue_after(...)`) writes
+    what it returned, and where the function is, to stderr (the host's log) and stops the call
+    with that `TypeError`, a trap that `reconcile-host check` reports and a hot reload rolls
+    back.
     """
+    if not callable(reconcile):
+        raise TypeError(
+            f"export_reconciler takes the reconcile function, got {type(reconcile).__name__} "
+            f"{reconcile!r:.60}; write `WitWorld = export_reconciler(reconcile)` after "
+            "`def reconcile(request): ...`"
+        )
+    code = getattr(reconcile, "__code__", None)
+    where = (
+        f"{getattr(reconcile, '__qualname__', 'reconcile')} ({code.co_filename} line "
+        f"{code.co_firstlineno})"
+        if code is not None
+        else repr(reconcile)
+    )
 
     class WitWorld:
         def reconcile(self, request: wit.Request) -> Action:
             try:
-                return reconcile(Request(request))
+                action = reconcile(Request(request))
             except Exception as error:
                 raise Err(wit.ReconcileError(message=describe(error))) from None
             finally:
@@ -148,6 +173,15 @@ def export_reconciler(reconcile: Callable[[Request], Action]) -> type:
                 # would be lost with the instance.
                 sys.stdout.flush()
                 sys.stderr.flush()
+            if not isinstance(action, _ACTIONS):
+                message = (
+                    f"{where} returned {type(action).__name__} ({action!r:.60}) where an Action "
+                    "was expected; return done(), requeue() or requeue_after(seconds) from "
+                    "reconcile_guest"
+                )
+                print(f"reconcile_guest: {message}", file=sys.stderr, flush=True)
+                raise TypeError(message)
+            return action
 
     WitWorld.__doc__ = reconcile.__doc__
     return WitWorld

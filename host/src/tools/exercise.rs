@@ -1,0 +1,240 @@
+//! `check`'s exercise: one call of the `reconcile` export with a sample object — the
+//! `--sample` file, or a minimal object of the manifest's `for` kind — through the machinery of
+//! `reconcile` (caches holding only the sample, every call recorded, not applied), so a
+//! component that traps fails `check` rather than a cluster, in words that name the fix.
+//!
+//! # Outcomes
+//! - The export answers an action: passed.
+//! - It returns `err(reconcile-error)`: passed, with the message shown — the host logs such an
+//!   error and retries with backoff; it is how a reconciler says "not now".
+//! - It traps, overruns its deadline or memory limit, or cannot start: failed. The explanation
+//!   quotes what the guest wrote (its runtime's or SDK's message) and names the fix.
+
+use std::io::IsTerminal as _;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use parking_lot::Mutex;
+use serde_json::{Map, Value, json};
+use tracing::field::{Field, Visit};
+use tracing::instrument::WithSubscriber as _;
+use tracing_subscriber::Layer;
+use tracing_subscriber::layer::SubscriberExt as _;
+
+use super::diagnose::explain;
+use super::fixtures::{Fixture, describe, fixture, read_object};
+use super::load::Loaded;
+use super::outcome::ActionRecord;
+use super::run::Run;
+use crate::plugin::invoke::GuestFailure;
+use crate::plugin::manifest::Manifest;
+use crate::runtime::KindRef;
+use label_selector::Operator;
+
+/// The name of the minimal sample object.
+pub(super) const SAMPLE_NAME: &str = "check-sample";
+
+/// Where the host logs guest text (stdout, stderr, the `log` import).
+const GUEST_LOG_TARGET: &str = "reconcile_host::plugin::guest_log";
+
+/// Kinds of the built-in API groups that are cluster-scoped: their minimal sample has no
+/// namespace. Any other kind gets the manifest's `namespace`, else `default`.
+const CLUSTER_SCOPED: [&str; 16] = [
+    "Namespace",
+    "Node",
+    "PersistentVolume",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "CustomResourceDefinition",
+    "StorageClass",
+    "PriorityClass",
+    "IngressClass",
+    "RuntimeClass",
+    "CSIDriver",
+    "CSINode",
+    "APIService",
+    "ValidatingWebhookConfiguration",
+    "MutatingWebhookConfiguration",
+    "ReconcilerPlugin",
+];
+
+/// What the exercise found.
+pub(super) enum Verdict {
+    /// The export ran (and answered an action or a reconcile error): lines for stdout.
+    Passed(String),
+    /// It trapped or could not run: the explanation, for stderr.
+    Failed(String),
+}
+
+/// Calls the plugin's `reconcile` once with the object in `sample`, or a minimal object of its
+/// `for` kind.
+///
+/// # Errors
+/// When the sample file is unusable (unreadable, not one object of the `for` kind).
+pub(super) async fn exercise(loaded: &Loaded, sample: Option<&Path>) -> anyhow::Result<Verdict> {
+    let manifest = &loaded.manifest;
+    let (object, origin) = match sample {
+        Some(path) => (
+            read_object(path, manifest, "--sample")?,
+            format!("from {}", path.display()),
+        ),
+        None => (
+            minimal_object(manifest)?,
+            "a minimal object of the `for` kind; pass --sample FILE for one of yours".to_owned(),
+        ),
+    };
+    let subject = format!("{} {}", describe(&object.kind), object.key());
+    let run = Run::new(manifest.clone(), Arc::clone(&loaded.module), object, &[])?;
+    let guest = GuestText::default();
+    let result = run.call(0).with_subscriber(dispatch(guest.clone())).await;
+    let mut out = format!("{:<10}{subject} ({origin})\n", "sample");
+    let failure = match result {
+        Ok(action) => {
+            let outcome = run.outcome(Ok(action));
+            let action = match ActionRecord::from(action) {
+                ActionRecord::Done => "done".to_owned(),
+                ActionRecord::Requeue => "requeue".to_owned(),
+                ActionRecord::RequeueAfter { after_ms } => format!("requeue-after {after_ms} ms"),
+            };
+            out.push_str(&format!(
+                "{:<10}reconcile answered {action}; {} calls recorded (not applied), {} denied\n",
+                "exercise",
+                outcome.calls.len(),
+                outcome.denied.len()
+            ));
+            return Ok(Verdict::Passed(out));
+        }
+        Err(error) => error,
+    };
+    let chain = chain(&failure);
+    let explanation = explain(
+        &failure.failure,
+        &chain,
+        &guest.0.lock(),
+        loaded.language,
+        &loaded.javascript_names,
+    );
+    if let GuestFailure::Returned(message) = &failure.failure {
+        out.push_str(&format!(
+            "{:<10}reconcile returned an error, which the host logs and retries with backoff \
+             (not a check failure): {message}\n",
+            "exercise"
+        ));
+        return Ok(Verdict::Passed(out));
+    }
+    Ok(Verdict::Failed(format!(
+        "{out}check failed: plugin `{}`'s reconcile {} on the sample {subject}:\n{explanation}\n\
+         the failure: {chain}\n",
+        manifest.name,
+        match failure.failure {
+            GuestFailure::Trapped(_) => "trapped",
+            GuestFailure::Instantiate(_) => "could not start",
+            _ => "failed",
+        }
+    )))
+}
+
+/// `error` with its causes, as `{:#}` prints an `anyhow` chain.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// A minimal object of `manifest`'s `for` kind, as an API server would store it: apiVersion,
+/// kind, `metadata.name` [`SAMPLE_NAME`], the manifest's namespace (`default` if it has none;
+/// none for built-in cluster-scoped kinds), labels its label selector asks for, a uid and a
+/// resourceVersion.
+pub(super) fn minimal_object(manifest: &Manifest) -> anyhow::Result<Fixture> {
+    let KindRef { api_version, kind } = &manifest.for_kind;
+    let mut metadata = Map::new();
+    metadata.insert("name".to_owned(), json!(SAMPLE_NAME));
+    if !CLUSTER_SCOPED.contains(&kind.as_str()) || manifest.namespace.is_some() {
+        let namespace = manifest.namespace.as_deref().unwrap_or("default");
+        metadata.insert("namespace".to_owned(), json!(namespace));
+    }
+    let mut labels = Map::new();
+    for requirement in manifest
+        .label_selector
+        .iter()
+        .flat_map(|selector| selector.requirements())
+    {
+        let first = requirement.values.first().cloned().unwrap_or_default();
+        let value = match requirement.operator {
+            Operator::Equals | Operator::In => first,
+            Operator::Exists => "true".to_owned(),
+            Operator::GreaterThan => first
+                .parse::<i64>()
+                .map_or(first, |n| n.saturating_add(1).to_string()),
+            Operator::LessThan => first
+                .parse::<i64>()
+                .map_or(first, |n| n.saturating_sub(1).to_string()),
+            Operator::NotEquals | Operator::NotIn | Operator::DoesNotExist => continue,
+        };
+        labels.insert(requirement.key.clone(), Value::String(value));
+    }
+    if !labels.is_empty() {
+        metadata.insert("labels".to_owned(), Value::Object(labels));
+    }
+    let object = json!({"apiVersion": api_version, "kind": kind, "metadata": metadata});
+    fixture(object, "the minimal sample").context("cannot make a minimal sample object")
+}
+
+/// The guest's text (stdout, stderr, `log` import) logged during the exercise, in order.
+#[derive(Clone, Debug, Default)]
+struct GuestText(Arc<Mutex<Vec<String>>>);
+
+impl<S: tracing::Subscriber> Layer<S> for GuestText {
+    fn on_event(
+        &self,
+        event: &tracing::Event<'_>,
+        _context: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        if event.metadata().target() != GUEST_LOG_TARGET {
+            return;
+        }
+        let mut text = TextField(None);
+        event.record(&mut text);
+        if let Some(text) = text.0 {
+            self.0.lock().push(text);
+        }
+    }
+}
+
+/// The `text` field of a guest log event.
+struct TextField(Option<String>);
+
+impl Visit for TextField {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "text" {
+            self.0 = Some(value.to_owned());
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "text" && self.0.is_none() {
+            self.0 = Some(format!("{value:?}"));
+        }
+    }
+}
+
+/// The log of the exercise: the binary's (stderr, `RUST_LOG` or `warn`) plus `guest`, which
+/// keeps every guest line whatever the level.
+fn dispatch(guest: GuestText) -> tracing::Dispatch {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let output = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_filter(tracing_subscriber::filter::filter_fn(
+            crate::telemetry::logs::keeps,
+        ))
+        .with_filter(filter);
+    tracing::Dispatch::new(tracing_subscriber::registry().with(output).with(guest))
+}
