@@ -81,7 +81,11 @@ func Reconcile(request kube_reconcile_types.Request) witTypes.Result[kube_reconc
 	if request.Object.IsSome() {
 		req.Object = []byte(request.Object.Some())
 	}
-	action, err := guest.Reconcile(context.Background(), guest.Registered(), req)
+	reconciler := guest.Registered()
+	if reconciler == nil {
+		noReconciler()
+	}
+	action, err := guest.Reconcile(context.Background(), reconciler, req)
 	collectIfGrown()
 	if err != nil {
 		return witTypes.Err[kube_reconcile_types.Action](kube_reconcile_types.ReconcileError{Message: err.Error()})
@@ -96,6 +100,16 @@ func Reconcile(request kube_reconcile_types.Request) witTypes.Result[kube_reconc
 		answer = kube_reconcile_types.MakeActionDone()
 	}
 	return witTypes.Ok[kube_reconcile_types.Action, kube_reconcile_types.ReconcileError](answer)
+}
+
+// noReconciler stops the call when the reconciler's package never called guest.Register: the
+// component cannot reconcile anything, so this is a trap (which `reconcile-host check` reports
+// and a hot reload rolls back), not a reconcile error retried forever. The Go runtime writes the
+// panic's message to stderr, which the host logs, before it stops the instance.
+func noReconciler() {
+	panic("reconcile-host/guest: no reconciler registered: the component's reconcile export " +
+		"has nothing to call; call guest.Register(yourFunc) in an init function of the " +
+		"reconciler's package (the package build-component.sh was given)")
 }
 
 func objectRef(r kube_reconcile_types.ObjectRef) guest.ObjectRef {
