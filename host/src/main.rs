@@ -13,7 +13,7 @@ fn default_filter(cli: &Cli) -> &'static str {
     match cli.command {
         Command::Dev(_) => "info,reconcile_host::controller=debug",
         Command::Run(_) => "info",
-        Command::Check(_) | Command::Rbac(_) => "warn",
+        Command::Check(_) | Command::Rbac(_) | Command::Crd => "warn",
         Command::Reconcile(_) => "info",
     }
 }

@@ -34,6 +34,9 @@ mod grant;
 mod model;
 mod raw;
 #[cfg(test)]
+mod resource_tests;
+mod status;
+#[cfg(test)]
 mod tests;
 mod values;
 
@@ -41,9 +44,10 @@ use std::path::{Path, PathBuf};
 
 pub use grant::{Denied, Grant, Missing, Verb};
 pub use model::{ApiRateLimit, InstanceReuse, Limits, Manifest, RateLimiterSettings};
+pub use raw::{RawConfigMapRef, RawManifest, ReconcilerPlugin};
+pub use status::{PluginCondition, ReconcilerPluginStatus};
 pub use values::quantity;
 
-use raw::RawManifest;
 use values::Problem;
 
 /// A manifest that cannot be used; messages say where, what and how to fix it.

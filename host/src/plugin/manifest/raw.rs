@@ -1,106 +1,305 @@
-//! The manifest as written (YAML through serde) and its validation into a [`Manifest`].
+//! The manifest as written (YAML through serde, or a `ReconcilerPlugin` object's spec) and its
+//! validation into a [`Manifest`].
 
 use std::fmt;
 use std::path::Path;
 use std::time::Duration;
 
+use kube::{CustomResource, KubeSchema};
 use label_selector::LabelSelector;
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::grant::{Grant, VERBS, Verb};
 use super::model::{ApiRateLimit, InstanceReuse, Limits, Manifest, RateLimiterSettings};
+use super::status::ReconcilerPluginStatus;
 use super::values::{
     GI, MI, Problem, describe, duration_in, each_once, integer_in, kind_ref, label_problem,
     memory_in, problem,
 };
 
-/// The manifest as written; [`RawManifest::validate`] turns it into a [`Manifest`]. Scalars
-/// such as durations and sizes stay text (serde_yaml_ng reads `1000` into a `String` too) so
-/// that validation errors quote them as written.
-#[derive(Deserialize)]
+/// The manifest as written, in a file or as the spec of a `ReconcilerPlugin` object (one type:
+/// the file format and the CRD's schema cannot drift apart); [`RawManifest::validate`] turns it
+/// into a [`Manifest`]. Scalars such as durations and sizes stay text (serde_yaml_ng reads
+/// `1000` into a `String` too) so that validation errors quote them as written. `name` and
+/// `module` are the file's: an object's name is its `metadata.name`, its module comes from `oci`
+/// or `configMap`.
+#[derive(CustomResource, KubeSchema, Deserialize, Serialize, Clone, Debug, Default)]
+#[kube(
+    group = "reconcile-host.dev",
+    version = "v1alpha1",
+    kind = "ReconcilerPlugin",
+    plural = "reconcilerplugins",
+    shortname = "rplugin",
+    category = "reconcile-host",
+    status = "ReconcilerPluginStatus",
+    doc = "A reconciler plugin: a WebAssembly component from a registry or a ConfigMap, what it \
+           reconciles, what it may read and change, and its limits. The reconcile host loads it, \
+           swaps it on change and reports its state in status.",
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
+    printcolumn(name = "Digest", type_ = "string", json_path = ".status.resolvedDigest"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    validation = Rule::new("has(self.spec.oci) != has(self.spec.configMap)").message(
+        "set exactly one module source: `oci` (a registry reference) or `configMap` \
+         ({namespace, name, key})"
+    ),
+)]
+#[schemars(
+    description = "What the plugin reconciles, what it may read and change, its limits, and where \
+                   its component comes from: `oci` (a registry) or `configMap`."
+)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[serde(
     expecting = "a plugin manifest: a mapping with `name`, `module`, `for` and optional fields"
 )]
-pub(super) struct RawManifest {
+pub struct RawManifest {
+    /// A file's plugin name; an object's is its `metadata.name`.
+    #[schemars(skip)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     name: Option<String>,
+    /// A file's component path, relative to the manifest's directory.
+    #[schemars(skip)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     module: Option<String>,
-    #[serde(rename = "for")]
+    /// The component in an OCI registry: `<registry>/<repository>@sha256:<digest>`, or
+    /// `…:<tag>` (resolved once to a digest, pinned in status).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    oci: Option<String>,
+    /// The component in a ConfigMap's `binaryData` (at most 1 MiB: larger components go to a
+    /// registry, see `oci`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    config_map: Option<RawConfigMapRef>,
+    /// The kind reconciled, e.g. `{apiVersion: example.com/v1, kind: Website}`.
+    #[serde(rename = "for", skip_serializing_if = "Option::is_none")]
     for_kind: Option<RawKind>,
+    /// Kinds whose changes enqueue their controlling owner of the `for` kind.
+    #[serde(skip_serializing_if = "Option::is_none")]
     owns: Option<Vec<RawKind>>,
+    /// Extra kinds readable through the `cache` import.
+    #[serde(skip_serializing_if = "Option::is_none")]
     cache: Option<Vec<RawKind>>,
+    /// The one namespace watched (every kind above); absent: all namespaces.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
     namespace: Option<String>,
+    /// Only `for` objects matching this label selector, e.g. `app=web,tier!=cache`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     label_selector: Option<String>,
+    /// Skip updates that leave `metadata.generation` unchanged (kinds that have one).
+    #[serde(skip_serializing_if = "Option::is_none")]
     generation_changed: Option<bool>,
+    /// Reconcile every object again this often (at least `1s`); absent: never.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION))]
     resync: Option<String>,
+    /// Concurrent reconciles, 1 to 64 (default 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 64))]
     concurrency: Option<i64>,
+    /// The retry backoff and overall rate of the plugin's workqueue (client-go's defaults).
+    #[serde(skip_serializing_if = "Option::is_none")]
     rate_limiter: Option<RawRateLimiter>,
+    /// Per-call limits: deadline, memory, shortest requeue-after, guest log lines per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
     limits: Option<RawLimits>,
+    /// The plugin's own API request budget; default and ceiling: the host's.
+    #[serde(skip_serializing_if = "Option::is_none")]
     api_rate_limit: Option<RawApiRateLimit>,
+    /// Reuse an instance for many calls; absent: a fresh instance per call.
+    #[serde(skip_serializing_if = "Option::is_none")]
     instance_reuse: Option<RawInstanceReuse>,
+    /// Environment variables the guest sees.
+    #[serde(skip_serializing_if = "Option::is_none")]
     env: Option<Env>,
+    /// What the `client` import may do; default: nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
     grants: Option<Vec<RawGrant>>,
 }
 
-#[derive(Default, Deserialize)]
+/// Go-style durations as the manifest's parser reads them: `500ms`, `15s`, `2m`, `1h`, `1m30s`.
+const DURATION: &str = r"^([0-9]+(\.[0-9]+)?(h|m|s|ms|us|µs|ns))+$";
+
+/// In a CRD's schema, `apiVersion` and `kind` are required and have no default. (The file format
+/// reads a missing one as empty so that validation names the field and the fix.)
+fn kind_required(schema: &mut schemars::Schema) {
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        for field in ["apiVersion", "kind"] {
+            if let Some(Value::Object(property)) = properties.get_mut(field) {
+                property.remove("default");
+            }
+        }
+    }
+    schema.insert("required".to_owned(), serde_json::json!(["apiVersion", "kind"]));
+}
+
+/// A memory size as the manifest reads it: a quantity (`64Mi`) or a number of bytes.
+fn quantity(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "x-kubernetes-int-or-string": true,
+        "anyOf": [{"type": "integer"}, {"type": "string"}],
+        "nullable": true,
+    })
+}
+
+/// A memory size written as text or, in an object's JSON, as a number of bytes: kept as text.
+fn int_or_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged, expecting = "a memory size such as 64Mi, or a number of bytes")]
+    enum Size {
+        Bytes(u64),
+        Text(String),
+    }
+    Ok(Option::<Size>::deserialize(d)?.map(|size| match size {
+        Size::Bytes(bytes) => bytes.to_string(),
+        Size::Text(text) => text,
+    }))
+}
+
+/// A component in a ConfigMap's `binaryData`.
+#[derive(Default, Deserialize, Serialize, Clone, Debug, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(expecting = "a mapping of `namespace`, `name` and `key`")]
+pub struct RawConfigMapRef {
+    /// The ConfigMap's namespace.
+    #[schemars(length(min = 1, max = 63))]
+    namespace: String,
+    /// The ConfigMap's name.
+    #[schemars(length(min = 1, max = 253))]
+    name: String,
+    /// The `binaryData` key holding the component.
+    #[schemars(length(min = 1, max = 253))]
+    key: String,
+}
+
+#[derive(Default, Deserialize, Serialize, Clone, Debug, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+#[schemars(transform = kind_required)]
 #[serde(expecting = "a kind: a mapping like `{apiVersion: apps/v1, kind: Deployment}`")]
 struct RawKind {
+    /// The kind's group and version, e.g. `apps/v1` or `v1`.
+    #[schemars(length(min = 1))]
     api_version: String,
+    /// The kind, e.g. `Deployment`.
+    #[schemars(length(min = 1))]
     kind: String,
 }
 
-#[derive(Default, Deserialize)]
+#[derive(Default, Deserialize, Serialize, Clone, Debug, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[serde(expecting = "a mapping of `baseDelay`, `maxDelay`, `qps` and `burst`")]
 struct RawRateLimiter {
+    /// The first retry delay, doubled per failure (default `5ms`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION))]
     base_delay: Option<String>,
+    /// The longest retry delay (default `1000s`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION))]
     max_delay: Option<String>,
+    /// Reconciles per second over all keys (default 10).
+    #[serde(skip_serializing_if = "Option::is_none")]
     qps: Option<f64>,
+    /// Reconciles at once above the rate (default 100).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     burst: Option<i64>,
 }
 
-#[derive(Default, Deserialize)]
+#[derive(Default, Deserialize, Serialize, Clone, Debug, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[serde(expecting = "a mapping of `deadline`, `memory`, `minRequeueAfter` and `logLinesPerSecond`")]
 struct RawLimits {
+    /// Wall-clock time per call, `1ms` to `10m`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION))]
     deadline: Option<String>,
+    /// Linear memory per instance, `1Mi` to `4Gi` (a quantity such as `64Mi`, or bytes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "int_or_string")]
+    #[schemars(schema_with = "quantity")]
     memory: Option<String>,
+    /// Shorter requeue-after answers are raised to it, `10ms` to `1h` (default `100ms`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION))]
     min_requeue_after: Option<String>,
+    /// Guest log lines a second, 1 to 100000 (default 100); more are dropped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100_000))]
     log_lines_per_second: Option<i64>,
 }
 
-#[derive(Default, Deserialize)]
+#[derive(Default, Deserialize, Serialize, Clone, Debug, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[serde(expecting = "a mapping of `qps` and `burst`")]
 struct RawApiRateLimit {
+    /// API requests per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
     qps: Option<f64>,
+    /// Requests at once above the rate (default: qps, rounded up).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     burst: Option<i64>,
 }
 
-#[derive(Default, Deserialize)]
+#[derive(Default, Deserialize, Serialize, Clone, Debug, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[serde(expecting = "a mapping of `maxCalls` and `maxMemory`")]
 struct RawInstanceReuse {
+    /// Replace the instance after this many calls (default 1000).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     max_calls: Option<i64>,
+    /// Replace the instance when its memory grows past this (default: `limits.memory`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "int_or_string")]
+    #[schemars(schema_with = "quantity")]
     max_memory: Option<String>,
 }
 
-#[derive(Default, Deserialize)]
+#[derive(Default, Deserialize, Serialize, Clone, Debug, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+#[schemars(transform = kind_required)]
 #[serde(
     expecting = "a grant: a mapping of `apiVersion`, `kind`, `verbs` and optional `namespaces` and `subresources`"
 )]
 struct RawGrant {
+    /// The kind's group and version, e.g. `apps/v1`.
+    #[schemars(length(min = 1))]
     api_version: String,
+    /// The kind, e.g. `Deployment`.
+    #[schemars(length(min = 1))]
     kind: String,
+    /// Some of get, create, update, patch, delete (server-side apply needs `patch`).
+    #[serde(skip_serializing_if = "Option::is_none")]
     verbs: Option<Vec<String>>,
+    /// The namespaces it applies to; absent or `["*"]`: every namespace.
+    #[serde(skip_serializing_if = "Option::is_none")]
     namespaces: Option<Vec<String>>,
+    /// Subresources it also allows writing, e.g. `status`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     subresources: Option<Vec<String>>,
 }
 
 /// `env:` in file order; unlike a map type, refuses a name written twice.
+#[derive(Clone, Debug)]
 struct Env(Vec<(String, String)>);
+
+impl Serialize for Env {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(k, v)| (k, v)))
+    }
+}
+
+impl JsonSchema for Env {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Env".into()
+    }
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        <std::collections::BTreeMap<String, String>>::json_schema(generator)
+    }
+}
 
 impl<'de> Deserialize<'de> for Env {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -137,6 +336,19 @@ impl RawManifest {
         }
         if let Some(problem_text) = label_problem("name", &name) {
             return Err(problem("name", problem_text));
+        }
+        if let Some(field) = [
+            ("oci", self.oci.is_some()),
+            ("configMap", self.config_map.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(field, set)| set.then_some(field))
+        {
+            return Err(problem(
+                field,
+                "is a module source of ReconcilerPlugin objects (`kubectl apply`); a manifest file \
+                 names its component with `module: <path>`",
+            ));
         }
         let module = match self.module.as_deref() {
             None | Some("") => {

@@ -5,7 +5,7 @@ use std::time::Duration;
 use super::*;
 use crate::runtime::KindRef;
 
-const FULL: &str = r#"
+pub(super) const FULL: &str = r#"
 name: website
 module: website.wasm
 for:
