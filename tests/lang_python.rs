@@ -1,7 +1,9 @@
 //! Reconcilers written in Python: the configmap-replicator-python example and the noop-python
 //! test guest, built by their `build.sh` (componentize-py 0.25.1, a plain build importing WASI
-//! 0.2), loaded into the real host against the embedded API server, next to the Rust replicator
-//! they port; and what that WASI gives a Python reconcile.
+//! 0.2), loaded into the real host next to the Rust replicator they port; and what that WASI
+//! gives a Python reconcile. Runs against the embedded API server, or a real kube-apiserver with
+//! `E2E_BACKEND=real` (the replicator's finalizer deletes every copy, so no test needs the
+//! garbage collector a real server here lacks).
 
 mod common;
 
@@ -667,10 +669,12 @@ async fn rust_and_python_replicators_make_the_same_copies_side_by_side() {
         manifest(&dir, MANIFEST, &replicator(), &[]),
         manifest(&dir, RUST_MANIFEST, &component("configmap-replicator"), &[]),
     ];
-    let _host = Host::start(&server, &dir, &plugins);
+    // The sources exist before the host starts, so they reach both guests through the host's
+    // initial list, whose items a real API server sends without `apiVersion` and `kind`.
     let listed = "team-b, team-a, team-missing, default";
     source(&server, "from-rust", "true", listed).await;
     source(&server, "from-python", "python", listed).await;
+    let _host = Host::start(&server, &dir, &plugins);
 
     for ns in ["team-a", "team-b"] {
         let rust = config_map_when(&server, ns, "from-rust", |_| true).await;
