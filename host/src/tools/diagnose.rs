@@ -89,16 +89,21 @@ fn trapped(chain: &str, guest: &[String], language: Language, names: &[String]) 
         }
         Language::Python => {
             "the Python module raised an exception outside reconcile_guest's error handling \
-             (the guest's output above shows it); wrap the function with \
+             (what it wrote is below); wrap the function with \
              `export_reconciler(reconcile)`, which turns exceptions into reconcile errors"
         }
         Language::Go => {
-            "the Go runtime stopped (a panic outside the SDK's recovery, or a fatal error): \
-             the guest's output above shows where"
+            "the Go runtime stopped (a panic outside the SDK's recovery, or a fatal error); \
+             what it wrote below shows where"
         }
         Language::Rust => {
-            "the Rust reconciler panicked (the guest's output above shows where); return \
-             Err(...) for a failure the host should retry"
+            "the Rust reconciler panicked (what it wrote below shows where); return Err(...) \
+             for a failure the host should retry"
+        }
+        Language::C => {
+            "the C reconciler stopped: a failed assert(), abort(), or a trap such as an \
+             out-of-bounds access (what it wrote below shows where); return false with \
+             `error->message` set for a failure the host should retry"
         }
         Language::Other => {
             "a trap is a bug in the component (an `unreachable`, an out-of-bounds access, an \

@@ -12,7 +12,9 @@ pub(super) enum Language {
     Go,
     /// Rust with wit-bindgen.
     Rust,
-    /// C (clang and wasi-libc) or a language we do not recognize.
+    /// C with wit-bindgen's C bindings (clang and wasi-libc).
+    C,
+    /// A language we do not recognize.
     Other,
 }
 
@@ -25,6 +27,9 @@ impl Language {
             Self::JavaScript
         } else if contains(bytes, b"runtime.gopanic") {
             Self::Go
+        } else if contains(bytes, b"__wasm_export_exports_reconciler_reconcile") {
+            // Before Rust: the WASI adapter a C component may carry is built with rustc.
+            Self::C
         } else if contains(bytes, b"rust_panic") || contains(bytes, b"rustc") {
             Self::Rust
         } else {
