@@ -47,6 +47,15 @@ pub enum Command {
     /// Print the CustomResourceDefinition of `ReconcilerPlugin` (plugins declared as cluster
     /// objects), as YAML for `kubectl apply -f -`.
     Crd,
+    /// Publish a component to an OCI registry in the CNCF wasm artifact layout (config
+    /// `application/vnd.wasm.config.v0+json` listing its world, imports and exports; one
+    /// `application/wasm` layer) and print its digest reference
+    /// `<registry>/<repository>@sha256:…` for a ReconcilerPlugin's `oci`.
+    Push(crate::plugin::oci::push::PushArgs),
+    /// Pull a module from an OCI registry into the disk cache as the host does, verifying its
+    /// digests; prints the manifest digest, the layer digest and the file.
+    #[command(hide = true)]
+    Pull(crate::plugin::oci::push::PullArgs),
 }
 
 /// Flags of `run`; each overrides the config file.
@@ -178,6 +187,8 @@ pub async fn main(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Rbac(args) => crate::rbac::rbac(*args).await,
         Command::Crd => print_crd(),
+        Command::Push(args) => crate::plugin::oci::push::push(args).await,
+        Command::Pull(args) => crate::plugin::oci::push::pull(args).await,
         Command::Run(args) => {
             let config = match args.resolve() {
                 Ok(config) => config,

@@ -27,6 +27,11 @@
 //! plugins:                                    # manifests, or directories of <name>/plugin.yaml
 //!   - /etc/reconcile-host/plugins
 //! moduleCache: /var/cache/reconcile-host      # default: $XDG_CACHE_HOME or ~/.cache
+//! oci:                                        # plugin modules from OCI registries
+//!   insecureRegistries: [localhost:5000]      # reached over plain HTTP; others HTTPS only
+//!   caFiles: [/etc/reconcile-host/registry-ca.pem]
+//!   dockerConfig: /etc/reconcile-host/docker/config.json   # credentials (`auths`)
+//!   cacheDir: /var/cache/reconcile-host/oci   # default: `oci` beside the module cache
 //! ```
 
 use std::net::SocketAddr;
@@ -65,6 +70,8 @@ pub struct HostConfig {
     /// Where compiled plugin modules are kept between runs; `None`: `$XDG_CACHE_HOME` or
     /// `~/.cache`, under `reconcile-host/modules` (no cache if neither is known).
     pub module_cache: Option<PathBuf>,
+    /// OCI registries: insecure hosts, extra CAs, credentials, the pulled-module cache.
+    pub oci: crate::plugin::oci::OciSettings,
 }
 
 impl HostConfig {

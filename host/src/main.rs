@@ -14,6 +14,7 @@ fn default_filter(cli: &Cli) -> &'static str {
         Command::Dev(_) => "info,reconcile_host::controller=debug",
         Command::Run(_) => "info",
         Command::Check(_) | Command::Rbac(_) | Command::Crd => "warn",
+        Command::Push(_) | Command::Pull(_) => "warn",
         Command::Reconcile(_) => "info",
     }
 }

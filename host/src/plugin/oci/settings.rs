@@ -1,0 +1,38 @@
+//! The `oci:` section of the host's configuration: insecure hosts, extra CAs, the docker
+//! config with credentials, and where pulled modules are kept.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+/// `oci:` settings, shared by pulls and `reconcile-host push`.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct OciSettings {
+    /// Registries (`host:port`, as written in references) reached over plain HTTP; every other
+    /// registry is reached over HTTPS only.
+    pub insecure_registries: Vec<String>,
+    /// PEM files of CA certificates trusted besides the system's, for registries with private
+    /// certificates.
+    pub ca_files: Vec<PathBuf>,
+    /// A docker `config.json` holding credentials per registry (`auths`); `None`: anonymous.
+    pub docker_config: Option<PathBuf>,
+    /// Where pulled modules are kept; `None`: `oci` beside the compiled-module cache
+    /// (`$XDG_CACHE_HOME/reconcile-host/oci` or `~/.cache/reconcile-host/oci`).
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl OciSettings {
+    /// The module cache directory in effect, given the compiled-module cache directory.
+    #[must_use]
+    pub fn cache_dir_beside(&self, module_cache: Option<PathBuf>) -> Option<PathBuf> {
+        if let Some(dir) = &self.cache_dir {
+            return Some(dir.clone());
+        }
+        let modules = module_cache?;
+        Some(match modules.parent() {
+            Some(parent) if modules.ends_with("modules") => parent.join("oci"),
+            _ => modules.join("oci"),
+        })
+    }
+}
