@@ -24,3 +24,13 @@ if ! command -v kubectl >/dev/null 2>&1 && [ ! -x /usr/lib/google-cloud-sdk/bin/
     sudo apt-get update -qq && sudo apt-get install -y -qq kubernetes-client
   fi
 fi
+
+# The CNCF distribution registry (Debian's docker-registry), which the OCI tests start on
+# loopback with a configuration of their own (not the service the package installs).
+if ! command -v docker-registry >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && apt-get install -y -qq docker-registry
+  else
+    sudo apt-get update -qq && sudo apt-get install -y -qq docker-registry
+  fi
+fi
