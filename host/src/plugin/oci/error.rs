@@ -189,7 +189,16 @@ impl OciError {
         let reference = reference.to_owned();
         match error {
             OciDistributionError::RequestError(error) => transport(registry, reference, error),
-            OciDistributionError::IoError(error) => transport(registry, reference, error),
+            OciDistributionError::IoError(error) => match verification(error) {
+                Ok((expected, actual)) => Self::DigestMismatch {
+                    registry,
+                    reference,
+                    what,
+                    expected,
+                    actual,
+                },
+                Err(error) => transport(registry, reference, error),
+            },
             OciDistributionError::DigestError(DigestError::VerificationError {
                 expected,
                 actual,
@@ -274,6 +283,28 @@ impl OciError {
                 detail: short(&other.to_string()),
             },
         }
+    }
+}
+
+/// The digests of a verification failure a blob stream reports as an I/O error, or the error.
+fn verification(error: std::io::Error) -> Result<(String, String), std::io::Error> {
+    if !error
+        .get_ref()
+        .is_some_and(|inner| inner.is::<DigestError>())
+    {
+        return Err(error);
+    }
+    let kind = error.kind();
+    match error
+        .into_inner()
+        .map(|inner| inner.downcast::<DigestError>())
+    {
+        Some(Ok(digest)) => match *digest {
+            DigestError::VerificationError { expected, actual } => Ok((expected, actual)),
+            other => Err(std::io::Error::new(kind, other)),
+        },
+        Some(Err(inner)) => Err(std::io::Error::new(kind, inner)),
+        None => Err(std::io::Error::from(kind)),
     }
 }
 
