@@ -50,6 +50,7 @@ async fn embedded_server_answers_every_corpus_request_like_a_real_one() {
     let servers = Pair {
         real: Server::new("real", plane.url(), Some(plane.token())),
         embedded: Server::new("embedded", &embedded.url(), None),
+        etcd: Server::new("etcd", &etcd_url(&plane), None),
         compact: embedded.faults(),
     };
 
@@ -107,11 +108,71 @@ async fn embedded_server_answers_every_corpus_request_like_a_real_one() {
     );
 }
 
-/// Both servers, and the embedded one's history compaction.
+/// Both servers, the real one's etcd and the embedded one's history compaction.
 struct Pair {
     real: Server,
     embedded: Server,
+    etcd: Server,
     compact: embedded_apiserver::Faults,
+}
+
+impl Pair {
+    /// Compacts both servers' history up to now: etcd's revisions (through its JSON gateway) and
+    /// the embedded server's watch history, so older resourceVersions are gone on both.
+    async fn compact(&self) {
+        let json = [("Content-Type".to_owned(), "application/json".to_owned())];
+        // The newest revision: a range read's header ("/" base64-encoded).
+        let range = self
+            .etcd
+            .send("POST", "/v3/kv/range", &json, br#"{"key":"Lw==","limit":1}"#.to_vec())
+            .await;
+        let revision = range.body["header"]["revision"]
+            .as_str()
+            .unwrap_or_else(|| panic!("etcd's range answer has no header.revision: {:?}", range.body))
+            .to_owned();
+        let compacted = self
+            .etcd
+            .send(
+                "POST",
+                "/v3/kv/compaction",
+                &json,
+                format!(r#"{{"revision":"{revision}","physical":true}}"#).into_bytes(),
+            )
+            .await;
+        assert_eq!(compacted.code, 200, "etcd compaction failed: {:?}", compacted.body);
+        self.compact.compact_history();
+    }
+}
+
+/// The client URL of the control plane's etcd, read from its command line (`--data-dir` is in
+/// the plane's state directory, beside the kubeconfig).
+fn etcd_url(plane: &ControlPlane) -> String {
+    let dir = plane
+        .kubeconfig()
+        .parent()
+        .expect("the kubeconfig is in the state directory")
+        .display()
+        .to_string();
+    let processes = std::fs::read_dir("/proc").expect("/proc is readable");
+    for process in processes.flatten() {
+        let Ok(cmdline) = std::fs::read(process.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if !args.iter().any(|a| a.starts_with(&format!("--data-dir={dir}/"))) {
+            continue;
+        }
+        if let Some(url) = args
+            .iter()
+            .find_map(|a| a.strip_prefix("--listen-client-urls="))
+        {
+            return url.to_owned();
+        }
+    }
+    panic!("no etcd process with its data in {dir}: did the control plane start?")
 }
 
 /// Runs one sequence in its own namespace on both servers, comparing every step.
@@ -138,7 +199,7 @@ async fn run(servers: &Pair, corpus: &Corpus, sequence: &Sequence, totals: &mut 
     }
     for step in &sequence.steps {
         if step.compact {
-            servers.compact.compact_history();
+            servers.compact().await;
         }
         let [real_vars, embedded_vars] = &mut vars;
         let (real, embedded) = tokio::join!(

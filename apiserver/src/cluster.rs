@@ -438,6 +438,7 @@ impl Cluster {
             keep_server_fields(&current, &mut next, res);
             validation::normalize(res, &mut next);
             validation::validate(res, &next)?;
+            no_new_finalizers_while_deleting(res, name, &current, &next)?;
             if *table == *CRDS {
                 crd_resources(&next).map_err(|m| ApiError::invalid(&res.kind, name, m))?;
             }
@@ -461,7 +462,13 @@ impl Cluster {
                 .is_none_or(Vec::is_empty);
             let deleting = next.pointer("/metadata/deletionTimestamp").is_some();
             Ok(match (opts.dry_run, deleting && finalizers_done) {
-                (true, _) => Mutation::Keep(next),
+                (true, _) => {
+                    // A dry run answers with what would be stored, at the current version.
+                    if let Some(rv) = current.pointer("/metadata/resourceVersion") {
+                        meta_mut(&mut next).insert("resourceVersion".into(), rv.clone());
+                    }
+                    Mutation::Keep(next)
+                }
                 (false, true) if *table != *NAMESPACES => Mutation::Delete(next),
                 (false, _) => Mutation::Put(next),
             })
@@ -550,4 +557,42 @@ fn keep_server_fields(current: &Value, next: &mut Value, res: &Resource) {
     }
     meta.remove("resourceVersion");
     let _ = res;
+}
+
+/// Upstream refuses to add finalizers to an object being deleted (422 on `metadata.finalizers`).
+fn no_new_finalizers_while_deleting(
+    res: &Resource,
+    name: &str,
+    current: &Value,
+    next: &Value,
+) -> Result<(), ApiError> {
+    if current.pointer("/metadata/deletionTimestamp").is_none() {
+        return Ok(());
+    }
+    let finalizers = |v: &Value| -> Vec<String> {
+        v.pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f.as_str().map(str::to_owned))
+            .collect()
+    };
+    let before = finalizers(current);
+    let added: Vec<String> = finalizers(next)
+        .into_iter()
+        .filter(|f| !before.contains(f))
+        .collect();
+    if added.is_empty() {
+        return Ok(());
+    }
+    let listed: Vec<String> = added.iter().map(|f| format!("{f:?}")).collect();
+    Err(ApiError::invalid(
+        &res.kind,
+        name,
+        format!(
+            "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being \
+             deleted, found new finalizers []string{{{}}}",
+            listed.join(", ")
+        ),
+    ))
 }

@@ -95,11 +95,13 @@ impl Cluster {
         }
         if outcome.deleted {
             let v: Value = serde_json::from_slice(&outcome.bytes).unwrap_or_default();
-            let status = json!({
+            let mut status = json!({
                 "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                "details": {"name": name, "group": res.group, "kind": res.plural,
-                            "uid": v.pointer("/metadata/uid")},
+                "details": {"name": name, "kind": res.plural, "uid": v.pointer("/metadata/uid")},
             });
+            if !res.group.is_empty() {
+                status["details"]["group"] = res.group.clone().into();
+            }
             return Ok((Bytes::from(status.to_string()), true));
         }
         Ok((outcome.bytes, false))

@@ -167,18 +167,15 @@ impl ApiError {
                 causes,
                 ..
             } => {
-                let mut d = details(resource, name);
-                d["causes"] = json!(causes);
-                Some(d)
+                // Upstream names neither the object nor its kind here, only the fields.
+                let _ = (resource, name);
+                Some(json!({"causes": causes}))
             }
             ApiError::Invalid {
                 kind,
                 name,
                 message,
-            } => Some(json!({
-                "name": name, "kind": kind,
-                "causes": [{"reason": "FieldValueInvalid", "message": message}],
-            })),
+            } => Some(invalid_details(kind, name, message)),
             ApiError::TooManyRequests {
                 retry_after_secs, ..
             } => Some(json!({"retryAfterSeconds": retry_after_secs})),
@@ -215,7 +212,50 @@ impl ApiError {
 
 fn details(resource: &str, name: &str) -> Value {
     let (kind, group) = resource.split_once('.').unwrap_or((resource, ""));
-    json!({"name": name, "group": group, "kind": kind})
+    // As upstream's `omitempty`: the core group is no `group` field at all.
+    let mut details = json!({"name": name, "kind": kind});
+    if !group.is_empty() {
+        details["group"] = group.into();
+    }
+    details
+}
+
+/// The details of a 422: the kind (`Deployment.apps` names group `apps`), the name when there is
+/// one, and the cause in upstream's form, the field apart:
+/// `metadata.name: Invalid value: "x": …` is field `metadata.name`, reason `FieldValueInvalid`,
+/// message `Invalid value: "x": …` (`Required value` is `FieldValueRequired`, `Too long`
+/// `FieldValueTooLong`, `Forbidden` `FieldValueForbidden`, `Unsupported value`
+/// `FieldValueNotSupported`).
+fn invalid_details(kind: &str, name: &str, message: &str) -> Value {
+    let (kind, group) = kind.split_once('.').unwrap_or((kind, ""));
+    let mut details = json!({"kind": kind});
+    if !name.is_empty() {
+        details["name"] = name.into();
+    }
+    if !group.is_empty() {
+        details["group"] = group.into();
+    }
+    let cause = |problem: &str| {
+        let split = problem
+            .split_once(": ")
+            .filter(|(field, _)| !field.is_empty() && !field.contains(' '));
+        let Some((field, rest)) = split else {
+            return json!({"reason": "FieldValueInvalid", "message": problem});
+        };
+        let reason = [
+            ("Required value", "FieldValueRequired"),
+            ("Too long", "FieldValueTooLong"),
+            ("Forbidden", "FieldValueForbidden"),
+            ("Unsupported value", "FieldValueNotSupported"),
+            ("Duplicate value", "FieldValueDuplicate"),
+        ]
+        .iter()
+        .find(|(prefix, _)| rest.starts_with(prefix))
+        .map_or("FieldValueInvalid", |(_, reason)| reason);
+        json!({"reason": reason, "message": rest, "field": field})
+    };
+    details["causes"] = json!([cause(message)]);
+    details
 }
 
 /// Why the server could not start.

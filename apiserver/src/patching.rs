@@ -34,10 +34,11 @@ impl Cluster {
                 ..opts.clone()
             };
             if opts.field_manager.is_empty() {
-                return Err(ApiError::BadRequest(
-                    "PATCH with application/apply-patch+yaml requires the fieldManager query \
-                     parameter; set it to the name of the applying tool"
-                        .into(),
+                // Upstream's 422 on the PatchOptions: "fieldManager: Required value".
+                return Err(ApiError::invalid(
+                    "PatchOptions.meta.k8s.io",
+                    "",
+                    "fieldManager: Required value: is required for apply patch",
                 ));
             }
             let ns_key = if res.namespaced { ns } else { "" };

@@ -101,7 +101,9 @@ pub fn validate_subdomain(name: &str) -> Result<(), String> {
     if !ok_chars || !ends_ok(name.as_bytes()[0]) || !ends_ok(name.as_bytes()[name.len() - 1]) {
         return Err(
             "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric \
-                    characters, '-' or '.', and must start and end with an alphanumeric character"
+             characters, '-' or '.', and must start and end with an alphanumeric character \
+             (e.g. 'example.com', regex used for validation is \
+             '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
                 .into(),
         );
     }

@@ -1,5 +1,6 @@
 //! Kind-specific normalisation and validation a real API server applies to every write:
-//! a Secret's `stringData` folded into `data`, and the 1 MiB limit on ConfigMap and Secret data.
+//! a Secret's `stringData` folded into `data`, label keys and values, ConfigMap and Secret data
+//! keys, and the 1 MiB limit on ConfigMap and Secret data.
 
 use serde_json::{Value, json};
 
@@ -38,13 +39,64 @@ pub fn normalize(res: &Resource, obj: &mut Value) {
 /// [`MAX_DATA_BYTES`] of data in a ConfigMap (`data` plus decoded `binaryData`) or a Secret
 /// (decoded `data`), as 422 Invalid with upstream's field and message.
 pub fn validate(res: &Resource, obj: &Value) -> Result<(), ApiError> {
-    if !res.group.is_empty() {
-        return Ok(());
-    }
     let name = obj
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or_default();
+    let kind = if res.group.is_empty() || res.crd.is_some() {
+        res.kind.clone()
+    } else {
+        format!("{}.{}", res.kind, res.group)
+    };
+    if let Some(labels) = obj.pointer("/metadata/labels").and_then(Value::as_object) {
+        for (key, value) in labels {
+            let value = value.as_str().unwrap_or_default();
+            let problem = label_key_problem(key)
+                .map(|why| format!("Invalid value: \"{key}\": {why}"))
+                .or_else(|| {
+                    label_value_problem(value)
+                        .map(|why| format!("Invalid value: \"{value}\": {why}"))
+                });
+            if let Some(problem) = problem {
+                return Err(ApiError::invalid(
+                    &kind,
+                    name,
+                    format!("metadata.labels: {problem}"),
+                ));
+            }
+        }
+    }
+    if !res.group.is_empty() {
+        return Ok(());
+    }
+    if matches!(res.kind.as_str(), "ConfigMap" | "Secret") {
+        for field in ["data", "binaryData"] {
+            for key in obj
+                .get(field)
+                .and_then(Value::as_object)
+                .into_iter()
+                .flat_map(|m| m.keys())
+            {
+                let valid = !key.is_empty()
+                    && key.len() <= 253
+                    && key
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b));
+                if !valid {
+                    return Err(ApiError::invalid(
+                        &res.kind,
+                        name,
+                        format!(
+                            "{field}[{key}]: Invalid value: \"{key}\": a valid config key must \
+                             consist of alphanumeric characters, '-', '_' or '.' (e.g. \
+                             'key.name',  or 'KEY_NAME',  or 'key-name', regex used for \
+                             validation is '[-._a-zA-Z0-9]+')"
+                        ),
+                    ));
+                }
+            }
+        }
+    }
     let (total, field) = match res.kind.as_str() {
         "ConfigMap" => (
             entry_bytes(obj.get("data"), false) + entry_bytes(obj.get("binaryData"), true),
@@ -65,6 +117,66 @@ pub fn validate(res: &Resource, obj: &Value) -> Result<(), ApiError> {
         ));
     }
     Ok(())
+}
+
+/// Why `key` is not a valid label key (upstream's qualified name: an optional DNS-1123
+/// subdomain prefix and `/`, then a name of at most 63 characters), or `None`.
+fn label_key_problem(key: &str) -> Option<String> {
+    let (prefix, name) = match key.split_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    if let Some(prefix) = prefix {
+        if prefix.is_empty() {
+            return Some("prefix part must be non-empty".into());
+        }
+        if let Err(why) = crate::util::validate_subdomain(prefix) {
+            return Some(format!("prefix part {why}"));
+        }
+    }
+    if name.is_empty() {
+        return Some("name part must be non-empty".into());
+    }
+    if name.len() > 63 {
+        return Some("name part must be no more than 63 bytes".into());
+    }
+    if !label_shaped(name) {
+        return Some(
+            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start \
+             and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or \
+             '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+                .into(),
+        );
+    }
+    None
+}
+
+/// Why `value` is not a valid label value (empty, or at most 63 label characters), or `None`.
+fn label_value_problem(value: &str) -> Option<String> {
+    if value.len() > 63 {
+        return Some("must be no more than 63 bytes".into());
+    }
+    if !value.is_empty() && !label_shaped(value) {
+        return Some(
+            "a valid label must be an empty string or consist of alphanumeric characters, '-', \
+             '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue', \
+              or 'my_value',  or '12345', regex used for validation is \
+             '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+                .into(),
+        );
+    }
+    None
+}
+
+/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`.
+fn label_shaped(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let end = |b: &u8| b.is_ascii_alphanumeric();
+    bytes.first().is_some_and(end)
+        && bytes.last().is_some_and(end)
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(b))
 }
 
 /// The bytes an object's data map holds: string lengths, or decoded lengths of base64 values.
@@ -96,6 +208,54 @@ mod tests {
             .expect(plural)
             .as_ref()
             .clone()
+    }
+
+    #[test]
+    fn invalid_label_keys_and_values_are_422_naming_the_label() {
+        let cm = |labels: Value| json!({"metadata": {"name": "c", "labels": labels}});
+        assert!(
+            validate(
+                &res("configmaps"),
+                &cm(json!({"app.kubernetes.io/name": "web", "a": ""}))
+            )
+            .is_ok()
+        );
+        for (labels, expected) in [
+            (
+                json!({"bad key!": "x"}),
+                "Invalid value: \"bad key!\": name part must consist",
+            ),
+            (
+                json!({"ok": "x".repeat(64)}),
+                "must be no more than 63 bytes",
+            ),
+            (
+                json!({"Bad.Prefix/name": "x"}),
+                "prefix part a lowercase RFC 1123 subdomain",
+            ),
+            (json!({"ok": "-x"}), "a valid label must be an empty string"),
+        ] {
+            let err = validate(&res("configmaps"), &cm(labels)).unwrap_err();
+            assert_eq!(err.code(), 422);
+            let message = err.to_string();
+            assert!(message.contains("metadata.labels: Invalid value: "), "{message}");
+            assert!(message.contains(expected), "{message}");
+        }
+    }
+
+    #[test]
+    fn config_map_data_keys_must_be_config_keys() {
+        let err = validate(
+            &res("configmaps"),
+            &json!({"metadata": {"name": "c"}, "data": {"a/b": "x"}}),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("data[a/b]: Invalid value: \"a/b\": a valid config key"),
+            "{err}"
+        );
+        assert!(validate(&res("configmaps"), &json!({"data": {"A_b.c-1": "x"}})).is_ok());
     }
 
     #[test]

@@ -291,8 +291,15 @@ async fn server_side_apply_needs_a_field_manager_and_conflicts_unless_forced() {
     let h = Http::new(&s);
     let applied = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": {"k": "one"}});
     let ct = "application/apply-patch+yaml";
-    let (code, _) = h.patch(&format!("{CMS}/ssa"), ct, &applied).await;
-    assert_eq!(code, 400, "fieldManager is required");
+    // As a real server: 422 on the PatchOptions, the field named in the cause.
+    let (code, status) = h.patch(&format!("{CMS}/ssa"), ct, &applied).await;
+    assert_eq!(code, 422, "fieldManager is required: {status}");
+    assert_eq!(
+        status["details"],
+        json!({"kind": "PatchOptions", "group": "meta.k8s.io", "causes": [{
+            "reason": "FieldValueRequired", "field": "fieldManager",
+            "message": "Required value: is required for apply patch"}]})
+    );
     let (code, created) = h
         .patch(&format!("{CMS}/ssa?fieldManager=alice"), ct, &applied)
         .await;
@@ -304,6 +311,12 @@ async fn server_side_apply_needs_a_field_manager_and_conflicts_unless_forced() {
         .await;
     assert_eq!(code, 409, "{status}");
     assert_eq!(status["reason"], "Conflict");
+    assert_eq!(
+        status["details"],
+        json!({"causes": [{"reason": "FieldManagerConflict", "field": ".data.k",
+                           "message": "conflict with \"alice\""}]}),
+        "as a real server: causes only, each with a reason"
+    );
     let (code, forced) = h
         .patch(
             &format!("{CMS}/ssa?fieldManager=bob&force=true"),
@@ -761,4 +774,66 @@ async fn secret_string_data_is_folded_into_base64_data_on_create_and_update() {
     let (_, stored) = h.get(&format!("{path}/s")).await;
     assert_eq!(stored["data"]["c"], "d29ybGQ=");
     assert!(stored.get("stringData").is_none(), "{stored}");
+}
+
+#[tokio::test]
+async fn answers_match_a_real_server_where_the_fidelity_suite_found_them_apart() {
+    let s = server().await;
+    let h = Http::new(&s);
+    // Invalid labels are 422 with the field apart from the message.
+    let bad = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                     "metadata": {"name": "l", "labels": {"bad key!": "x"}}});
+    let (code, status) = h.post(CMS, &bad).await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(status["details"]["causes"][0]["field"], "metadata.labels");
+    assert_eq!(
+        status["details"]["causes"][0]["reason"],
+        "FieldValueInvalid"
+    );
+    // An unknown dryRun value is 422 on the CreateOptions.
+    let ok = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "d"}});
+    let (code, status) = h.post(&format!("{CMS}?dryRun=Some"), &ok).await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(status["details"]["kind"], "CreateOptions");
+    // Built-in list items carry no apiVersion or kind; the list does.
+    assert_eq!(h.post(CMS, &ok).await.0, 201);
+    let (_, list) = h.get(CMS).await;
+    assert_eq!(list["kind"], "ConfigMapList");
+    assert!(list["items"][0].get("kind").is_none(), "{list}");
+    assert!(list["items"][0].get("apiVersion").is_none(), "{list}");
+    // A dry-run patch answers at the current resourceVersion.
+    let rv = list["items"][0]["metadata"]["resourceVersion"].clone();
+    let (code, dry) = h
+        .patch(
+            &format!("{CMS}/d?dryRun=All"),
+            "application/merge-patch+json",
+            &json!({"data": {"a": "b"}}),
+        )
+        .await;
+    assert_eq!(
+        (code, &dry["metadata"]["resourceVersion"]),
+        (200, &rv),
+        "{dry}"
+    );
+    // A NotFound of a core kind names no group.
+    let (code, status) = h.get(&format!("{CMS}/missing")).await;
+    assert_eq!(code, 404);
+    assert!(status["details"].get("group").is_none(), "{status}");
+    // No finalizer may be added to an object being deleted.
+    let held = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                      "metadata": {"name": "f", "finalizers": ["a.example.com/x"]}});
+    assert_eq!(h.post(CMS, &held).await.0, 201);
+    assert_eq!(h.delete(&format!("{CMS}/f")).await.0, 200);
+    let (code, status) = h
+        .patch(
+            &format!("{CMS}/f"),
+            "application/merge-patch+json",
+            &json!({"metadata": {"finalizers": ["a.example.com/x", "b.example.com/y"]}}),
+        )
+        .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["details"]["causes"][0]["reason"],
+        "FieldValueForbidden"
+    );
 }

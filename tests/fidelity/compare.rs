@@ -291,8 +291,17 @@ fn diff(path: &str, real: Option<&Value>, embedded: Option<&Value>, out: &mut Ve
     }
 }
 
-/// `*` matches any run of characters; everything else matches itself.
+/// `*` matches any run of characters, `{a,b}` either alternative; everything else matches
+/// itself.
 pub fn glob(pattern: &str, text: &str) -> bool {
+    if let Some(open) = pattern.find('{')
+        && let Some(close) = pattern[open..].find('}').map(|i| open + i)
+    {
+        let (head, tail) = (&pattern[..open], &pattern[close + 1..]);
+        return pattern[open + 1..close]
+            .split(',')
+            .any(|alternative| glob(&format!("{head}{alternative}{tail}"), text));
+    }
     match pattern.split_once('*') {
         None => pattern == text,
         Some((head, rest)) => {
@@ -338,5 +347,7 @@ mod tests {
         assert!(glob("body.items[*].metadata.*", "body.items[a].metadata.uid"));
         assert!(!glob("body.items[*].spec", "body.items[a].metadata"));
         assert!(glob("*", ""));
+        assert!(glob("{get,list}-*", "list-exact"));
+        assert!(!glob("{get,list}", "watch"));
     }
 }

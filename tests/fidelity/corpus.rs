@@ -69,8 +69,8 @@ pub struct Step {
     /// Resend (bounded) until the real server answers this code: a new CRD is served a moment
     /// after it is created.
     pub until: Option<u16>,
-    /// Before sending: compact the embedded server's watch history (a real server's watch cache
-    /// no longer holds versions from before it started).
+    /// Before sending: compact both servers' history (etcd's revisions, the embedded server's
+    /// watch history), so every resourceVersion before now is gone.
     #[serde(default)]
     pub compact: bool,
 }

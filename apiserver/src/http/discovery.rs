@@ -41,6 +41,8 @@ pub(crate) fn serve(
             "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
             "buildDate": "2025-01-01T00:00:00Z", "goVersion": "n/a", "compiler": "rustc",
             "platform": "linux/amd64",
+            "emulationMajor": "1", "emulationMinor": KUBERNETES_MINOR,
+            "minCompatibilityMajor": "1", "minCompatibilityMinor": KUBERNETES_MINOR,
         })),
         ["healthz" | "livez" | "readyz", ..] => {
             let mut resp = Response::new("ok".into());
@@ -102,8 +104,8 @@ enum Form {
 
 /// Picks the form as upstream's content negotiation does: the media types of `Accept` by
 /// descending `q` (ties keep the client's order), the first one served wins. Served:
-/// `application/json` with `g=apidiscovery.k8s.io;as=APIGroupDiscoveryList` and `v=v2` or
-/// `v=v2beta1`, and plain JSON (`application/json`, `application/*`, `*/*`, no `as`). Protobuf
+/// `application/json` with `g=apidiscovery.k8s.io;as=APIGroupDiscoveryList` and `v=v2` (not
+/// `v=v2beta1`, which a real 1.33+ server no longer serves either), and plain JSON (`application/json`, `application/*`, `*/*`, no `as`). Protobuf
 /// and any other `as=` are skipped. No `Accept`, or none served, means plain JSON (upstream
 /// would answer protobuf to a protobuf-only client; this server answers JSON to everything).
 fn negotiate(headers: &HeaderMap) -> Form {
@@ -140,12 +142,8 @@ fn negotiate(headers: &HeaderMap) -> Form {
                 (true, Some("APIGroupDiscoveryList"), Some("apidiscovery.k8s.io"), Some("v2")) => {
                     Some(Form::Aggregated("v2"))
                 }
-                (
-                    true,
-                    Some("APIGroupDiscoveryList"),
-                    Some("apidiscovery.k8s.io"),
-                    Some("v2beta1"),
-                ) => Some(Form::Aggregated("v2beta1")),
+                // `v2beta1` is no longer served (Kubernetes 1.33+): kubectl 1.27–1.29 then
+                // take the plain JSON they also list and discover group by group.
                 _ => None,
             };
             (q, form)
@@ -186,7 +184,13 @@ fn aggregated(cluster: &Cluster, core: bool, version: &str) -> Response {
                     json!({"version": v, "resources": resources, "freshness": "Current"})
                 })
                 .collect();
-            json!({"metadata": {"name": group}, "versions": versions})
+            // The core group is nameless: upstream leaves `name` out (omitempty).
+            let metadata = if group.is_empty() {
+                json!({})
+            } else {
+                json!({"name": group})
+            };
+            json!({"metadata": metadata, "versions": versions})
         })
         .collect();
     let doc = json!({
@@ -207,7 +211,9 @@ fn aggregated(cluster: &Cluster, core: bool, version: &str) -> Response {
 }
 
 fn aggregated_resource(r: &Resource) -> Value {
-    let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind});
+    // Empty group and version mean "this group version", as upstream writes them for every
+    // resource (and status subresource) whose kind lives in the group version it is served in.
+    let gvk = json!({"group": "", "version": "", "kind": r.kind});
     let mut doc = json!({
         "resource": r.plural,
         "responseKind": gvk,
@@ -248,7 +254,12 @@ fn resource_list(cluster: &Cluster, group: &str, version: &str) -> Value {
     } else {
         format!("{group}/{version}")
     };
-    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources})
+    // Upstream's core `/api/v1` list carries no apiVersion; the groups' lists do.
+    let mut list = json!({"kind": "APIResourceList", "groupVersion": gv, "resources": resources});
+    if !group.is_empty() {
+        list["apiVersion"] = "v1".into();
+    }
+    list
 }
 
 fn openapi_index(cluster: &Cluster) -> Value {
@@ -341,19 +352,24 @@ mod tests {
             Form::Aggregated("v2")
         );
         assert_eq!(
-            form(&format!("{V2BETA1},application/json")),
-            Form::Aggregated("v2beta1")
-        );
-        assert_eq!(
-            form(&format!("{PB_V2},{V2BETA1},application/json")),
-            Form::Aggregated("v2beta1")
+            form(&format!("{PB_V2},{V2},application/json")),
+            Form::Aggregated("v2")
         );
         assert_eq!(form("application/json, */*"), Form::Plain);
-        assert_eq!(
-            form(&format!("application/json;q=0.9,{V2BETA1}")),
-            Form::Aggregated("v2beta1")
-        );
         assert_eq!(form("application/vnd.kubernetes.protobuf"), Form::Plain);
         assert_eq!(negotiate(&HeaderMap::new()), Form::Plain);
+    }
+
+    #[test]
+    fn a_client_listing_only_v2beta1_gets_plain_json_as_from_a_1_36_server() {
+        assert_eq!(form(&format!("{V2BETA1},application/json")), Form::Plain);
+        assert_eq!(
+            form(&format!("{PB_V2},{V2BETA1},application/json")),
+            Form::Plain
+        );
+        assert_eq!(
+            form(&format!("application/json;q=0.9,{V2BETA1}")),
+            Form::Plain
+        );
     }
 }

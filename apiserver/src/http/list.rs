@@ -130,10 +130,30 @@ pub(crate) fn list_body(
         if i > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(item);
+        if res.crd.is_some() {
+            out.extend_from_slice(item);
+        } else {
+            out.extend_from_slice(&without_type_meta(item, &res.kind));
+        }
     }
     out.extend_from_slice(b"]}");
     Bytes::from(out)
+}
+
+/// A built-in object without its `apiVersion` and `kind`: a real API server leaves them out of
+/// the items of a built-in kind's list (its typed list encoding carries them once, on the
+/// list), while a custom resource's items keep them. Only the top level is parsed; nested values
+/// are copied as they are. Other forms (`PartialObjectMetadata`) keep theirs.
+fn without_type_meta(item: &[u8], kind: &str) -> Vec<u8> {
+    type Fields<'a> = std::collections::BTreeMap<&'a str, &'a serde_json::value::RawValue>;
+    match serde_json::from_slice::<Fields<'_>>(item) {
+        Ok(mut fields) if fields.get("kind").map(|k| k.get()) == Some(&format!("\"{kind}\"")) => {
+            fields.remove("apiVersion");
+            fields.remove("kind");
+            serde_json::to_vec(&fields).unwrap_or_else(|_| item.to_vec())
+        }
+        _ => item.to_vec(),
+    }
 }
 
 /// Relabels a list body as a `PartialObjectMetadataList`.
@@ -203,7 +223,11 @@ pub(super) fn list(
     });
     let rv = snapshot_rv.unwrap_or(page.rv);
     let cont = page.next.as_ref().map(|k| encode_continue(rv, k));
-    let remaining = (page.remaining > 0).then_some(page.remaining);
+    // Upstream counts the remaining items only when no selector filters them.
+    let selected = ["labelSelector", "fieldSelector"]
+        .iter()
+        .any(|p| query.get(*p).is_some_and(|v| !v.is_empty()));
+    let remaining = (page.remaining > 0 && !selected).then_some(page.remaining);
     let metadata_only = wants_metadata(headers);
     let items: Vec<Bytes> = page
         .items

@@ -32,6 +32,7 @@ pub(super) fn serve(
     } else {
         Part::Main
     };
+    check_dry_run(query, verb)?;
     let opts = write_options(query, headers, verb);
     let metadata_only = wants_metadata(headers);
     if res.namespaced && target.ns.is_empty() && verb == Verb::Create {
@@ -140,6 +141,24 @@ pub(super) fn serve(
         }
         Verb::List | Verb::Watch => unreachable!("dispatched to list/watch"),
     }
+}
+
+/// `dryRun` takes only `All`, as upstream: any other value is 422 against the verb's options kind.
+fn check_dry_run(query: &Query, verb: Verb) -> Result<(), ApiError> {
+    let Some(value) = query.get("dryRun").filter(|v| *v != "All") else {
+        return Ok(());
+    };
+    let options = match verb {
+        Verb::Create => "CreateOptions",
+        Verb::Update => "UpdateOptions",
+        Verb::Patch => "PatchOptions",
+        _ => "DeleteOptions",
+    };
+    Err(ApiError::invalid(
+        &format!("{options}.meta.k8s.io"),
+        "",
+        format!("dryRun: Unsupported value: [\"{value}\"]: supported values: \"All\""),
+    ))
 }
 
 fn write_options(query: &Query, headers: &HeaderMap, verb: Verb) -> WriteOptions {

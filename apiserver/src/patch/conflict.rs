@@ -20,23 +20,21 @@ pub struct FieldConflict {
 
 impl FieldConflict {
     /// The manager as Kubernetes describes it in conflict messages: `"kubectl"` for an `Apply`
-    /// entry, `"kubectl-edit" using apps/v1 at 2024-01-02T03:04:05Z` for an `Update` entry.
+    /// entry, `"kubectl-edit" using apps/v1` for an `Update` entry.
     pub fn manager_description(&self) -> String {
         let name = format!("{:?}", self.manager);
         if self.operation != "Update" {
             return name;
         }
-        match &self.time {
-            Some(time) => format!("{name} using {} at {time}", self.api_version),
-            None => format!("{name} using {}", self.api_version),
-        }
+        // A real 1.36 server names the apiVersion but not the time of the entry.
+        format!("{name} using {}", self.api_version)
     }
 
     /// The `metav1.StatusCause` for this conflict, for the 409 Status's `details.causes`:
-    /// `{"type": "FieldManagerConflict", "message": "conflict with \"m\"", "field": ".spec.x"}`.
+    /// `{"reason": "FieldManagerConflict", "message": "conflict with \"m\"", "field": ".spec.x"}`.
     pub fn status_cause(&self) -> Value {
         json!({
-            "type": "FieldManagerConflict",
+            "reason": "FieldManagerConflict",
             "message": format!("conflict with {}", self.manager_description()),
             "field": self.field,
         })
