@@ -238,3 +238,53 @@ fn dispatch(guest: GuestText) -> tracing::Dispatch {
         .with_filter(filter);
     tracing::Dispatch::new(tracing_subscriber::registry().with(output).with(guest))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn manifest(extra: &str) -> Manifest {
+        let text = format!("name: web\nmodule: web.wasm\n{extra}");
+        Manifest::parse(&text, Path::new("/plugins")).unwrap()
+    }
+
+    #[test]
+    fn the_minimal_sample_meets_the_selector_and_has_what_a_server_sets() {
+        let manifest = manifest(
+            "for: {apiVersion: example.com/v1, kind: Website}\nnamespace: team-a\n\
+             labelSelector: tier=web,env in (dev,prod),managed,!legacy\n",
+        );
+        let object = minimal_object(&manifest).unwrap();
+        let value: Value = serde_json::from_str(&object.json).unwrap();
+        assert_eq!(value["apiVersion"], "example.com/v1");
+        assert_eq!(value["metadata"]["name"], SAMPLE_NAME);
+        assert_eq!(value["metadata"]["namespace"], "team-a");
+        assert_eq!(
+            value["metadata"]["labels"],
+            json!({"tier": "web", "env": "dev", "managed": "true"})
+        );
+        assert_eq!(value["metadata"]["resourceVersion"], "1");
+        assert_eq!(value["metadata"]["uid"].as_str().unwrap().len(), 36);
+        assert!(
+            manifest
+                .label_selector
+                .as_ref()
+                .unwrap()
+                .matches_by(|key| value["metadata"]["labels"][key].as_str())
+        );
+    }
+
+    #[test]
+    fn a_namespace_sample_has_no_namespace_and_others_default_to_default() {
+        let namespaces = manifest("for: {apiVersion: v1, kind: Namespace}\n");
+        let object = minimal_object(&namespaces).unwrap();
+        assert_eq!(object.namespace, None);
+        let config_maps = manifest("for: {apiVersion: v1, kind: ConfigMap}\n");
+        let object = minimal_object(&config_maps).unwrap();
+        assert_eq!(object.namespace.as_deref(), Some("default"));
+    }
+}
