@@ -70,7 +70,11 @@ pub struct Pulled {
 
 /// A registry client with the host's `oci` settings and a disk cache of modules.
 pub struct Registry {
-    client: Client,
+    /// Built at the first request: loading the system's CA roots takes a while, and a pull
+    /// from the disk cache needs no client.
+    client: tokio::sync::OnceCell<Client>,
+    insecure: Vec<String>,
+    certificates: Vec<Certificate>,
     credentials: Credentials,
     store: ModuleStore,
 }
@@ -112,18 +116,10 @@ impl Registry {
                 data,
             });
         }
-        let config = ClientConfig {
-            protocol: ClientProtocol::HttpsExcept(settings.insecure_registries.clone()),
-            extra_root_certificates,
-            platform_resolver: None,
-            connect_timeout: Some(CONNECT_TIMEOUT),
-            read_timeout: Some(READ_TIMEOUT),
-            user_agent: concat!("reconcile-host/", env!("CARGO_PKG_VERSION")),
-            ..ClientConfig::default()
-        };
-        let client = Client::try_from(config).map_err(OciError::Client)?;
         Ok(Self {
-            client,
+            client: tokio::sync::OnceCell::new(),
+            insecure: settings.insecure_registries.clone(),
+            certificates: extra_root_certificates,
             credentials,
             store: ModuleStore::new(cache_dir),
         })
@@ -135,8 +131,22 @@ impl Registry {
         &self.store
     }
 
-    pub(crate) fn client(&self) -> &Client {
-        &self.client
+    /// The HTTP client, built on first use.
+    pub(crate) async fn client(&self) -> Result<&Client, OciError> {
+        self.client
+            .get_or_try_init(|| async {
+                let config = ClientConfig {
+                    protocol: ClientProtocol::HttpsExcept(self.insecure.clone()),
+                    extra_root_certificates: self.certificates.clone(),
+                    platform_resolver: None,
+                    connect_timeout: Some(CONNECT_TIMEOUT),
+                    read_timeout: Some(READ_TIMEOUT),
+                    user_agent: concat!("reconcile-host/", env!("CARGO_PKG_VERSION")),
+                    ..ClientConfig::default()
+                };
+                Client::try_from(config).map_err(OciError::Client)
+            })
+            .await
     }
 
     pub(crate) fn credentials(&self) -> &Credentials {
@@ -182,7 +192,8 @@ impl Registry {
         let auth = self.credentials.for_registry(&registry);
         let failed = |what, error| OciError::from_client(&registry, reference, what, error);
         let (body, _) = self
-            .client
+            .client()
+            .await?
             .pull_manifest_raw(
                 &target,
                 &auth,
@@ -280,7 +291,8 @@ impl Registry {
         };
         let failed = |error| OciError::from_client(registry, reference, "layer", error);
         let mut stream = self
-            .client
+            .client()
+            .await?
             .pull_blob_stream(target, layer)
             .await
             .map_err(failed)?;

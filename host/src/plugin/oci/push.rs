@@ -158,7 +158,7 @@ async fn publish(args: &PushArgs) -> anyhow::Result<String> {
     let registry = Registry::new(oci, std::env::temp_dir())?;
     let registry_name = reference.resolve_registry().to_owned();
     let auth = registry.credentials().for_registry(&registry_name);
-    let client = registry.client();
+    let client = registry.client().await?;
     client.store_auth_if_needed(&registry_name, &auth).await;
     let failed = |what, error| OciError::from_client(&registry_name, &args.reference, what, error);
     let layer_digest = format!("sha256:{}", hex_encode(Sha256::digest(&bytes)));
