@@ -10,6 +10,7 @@
 //! - It traps, overruns its deadline or memory limit, or cannot start: failed. The explanation
 //!   quotes what the guest wrote (its runtime's or SDK's message) and names the fix.
 
+use std::fmt::Write as _;
 use std::io::IsTerminal as _;
 use std::path::Path;
 use std::sync::Arc;
@@ -97,16 +98,26 @@ pub(super) async fn exercise(loaded: &Loaded, sample: Option<&Path>) -> anyhow::
                 ActionRecord::Requeue => "requeue".to_owned(),
                 ActionRecord::RequeueAfter { after_ms } => format!("requeue-after {after_ms} ms"),
             };
-            out.push_str(&format!(
-                "{:<10}reconcile answered {action}; {} calls recorded (not applied), {} denied\n",
+            let _ = writeln!(
+                out,
+                "{:<10}reconcile answered {action}; {} calls recorded (not applied), {} denied",
                 "exercise",
                 outcome.calls.len(),
                 outcome.denied.len()
-            ));
+            );
             return Ok(Verdict::Passed(out));
         }
         Err(error) => error,
     };
+    if let GuestFailure::Returned(message) = &failure.failure {
+        let _ = writeln!(
+            out,
+            "{:<10}reconcile returned an error, which the host logs and retries with backoff \
+             (not a check failure): {message}",
+            "exercise"
+        );
+        return Ok(Verdict::Passed(out));
+    }
     let chain = chain(&failure);
     let explanation = explain(
         &failure.failure,
@@ -115,14 +126,6 @@ pub(super) async fn exercise(loaded: &Loaded, sample: Option<&Path>) -> anyhow::
         loaded.language,
         &loaded.javascript_names,
     );
-    if let GuestFailure::Returned(message) = &failure.failure {
-        out.push_str(&format!(
-            "{:<10}reconcile returned an error, which the host logs and retries with backoff \
-             (not a check failure): {message}\n",
-            "exercise"
-        ));
-        return Ok(Verdict::Passed(out));
-    }
     Ok(Verdict::Failed(format!(
         "{out}check failed: plugin `{}`'s reconcile {} on the sample {subject}:\n{explanation}\n\
          the failure: {chain}\n",
