@@ -30,6 +30,9 @@ pub struct Resource {
     pub verbs: Vec<&'static str>,
     /// Added by a CRD (its name), not built in.
     pub crd: Option<String>,
+    /// A CRD version's `additionalPrinterColumns` (`name`, `type`, `format`, `description`,
+    /// `priority`, `jsonPath`), as written; empty: the Name and Age columns.
+    pub columns: Vec<Value>,
 }
 
 impl Resource {
@@ -124,6 +127,7 @@ pub fn builtins() -> Vec<Resource> {
                 status: extras.subresources.contains(&"status"),
                 verbs: extras.verbs.unwrap_or(ALL_VERBS).to_vec(),
                 crd: None,
+                columns: Vec::new(),
             }
         })
         .collect()
@@ -284,6 +288,11 @@ pub fn crd_resources(crd: &Value) -> Result<Vec<Resource>, String> {
             status: v.pointer("/subresources/status").is_some(),
             verbs: ALL_VERBS.to_vec(),
             crd: Some(name.to_string()),
+            columns: v
+                .get("additionalPrinterColumns")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
         });
     }
     Ok(out)

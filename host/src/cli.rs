@@ -127,6 +127,10 @@ pub struct RunArgs {
         value_delimiter = ','
     )]
     pub plugins: Vec<PathBuf>,
+    /// Also load plugins declared as `ReconcilerPlugin` objects (`reconcile-host crd` prints
+    /// their CRD) [default: false].
+    #[arg(long, env = "RECONCILE_HOST_PLUGIN_OBJECTS", value_name = "BOOL")]
+    pub plugin_objects: Option<bool>,
     /// Directory for compiled plugin modules, so restarts do not recompile them [default:
     /// $XDG_CACHE_HOME/reconcile-host/modules or ~/.cache/reconcile-host/modules].
     #[arg(long, env = "RECONCILE_HOST_MODULE_CACHE", value_name = "DIR")]
@@ -167,6 +171,7 @@ impl RunArgs {
         set(&mut config.plugin_client.burst, self.plugin_burst);
         set(&mut config.shutdown.drain_timeout, self.drain_timeout);
         config.plugins.extend(self.plugins.iter().cloned());
+        set(&mut config.plugin_objects, self.plugin_objects);
         set(
             &mut config.module_cache,
             self.module_cache.clone().map(Some),

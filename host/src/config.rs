@@ -26,6 +26,7 @@
 //!   drainTimeout: 30s
 //! plugins:                                    # manifests, or directories of <name>/plugin.yaml
 //!   - /etc/reconcile-host/plugins
+//! pluginObjects: true                         # also ReconcilerPlugin objects; default: false
 //! moduleCache: /var/cache/reconcile-host      # default: $XDG_CACHE_HOME or ~/.cache
 //! oci:                                        # plugin modules from OCI registries
 //!   insecureRegistries: [localhost:5000]      # reached over plain HTTP; others HTTPS only
@@ -67,6 +68,9 @@ pub struct HostConfig {
     /// `<name>/plugin.yaml` files are manifests. Relative paths are taken from the working
     /// directory.
     pub plugins: Vec<PathBuf>,
+    /// Also load plugins declared as `ReconcilerPlugin` objects (cluster-scoped, group
+    /// `reconcile-host.dev`), written as plugin files under the temporary directory.
+    pub plugin_objects: bool,
     /// Where compiled plugin modules are kept between runs; `None`: `$XDG_CACHE_HOME` or
     /// `~/.cache`, under `reconcile-host/modules` (no cache if neither is known).
     pub module_cache: Option<PathBuf>,
@@ -75,6 +79,16 @@ pub struct HostConfig {
 }
 
 impl HostConfig {
+    /// Where this process writes the plugins of `ReconcilerPlugin` objects: a directory of its
+    /// own under the temporary directory (`$TMPDIR`, else `/tmp`).
+    #[must_use]
+    pub fn plugin_objects_dir(&self) -> PathBuf {
+        std::env::temp_dir().join(format!(
+            "reconcile-host-plugin-objects-{}",
+            std::process::id()
+        ))
+    }
+
     /// The compiled-module cache directory in effect (see `module_cache`).
     #[must_use]
     pub fn module_cache_dir(&self) -> Option<PathBuf> {

@@ -18,6 +18,7 @@ use crate::plugin::engine::{EngineSettings, PluginEngine};
 use crate::plugin::kube_api::KubeApis;
 use crate::plugin::manifest::ApiRateLimit;
 use crate::plugin::module::ModuleLoader;
+use crate::plugin::objects::PluginObjects;
 use crate::plugin::supervisor::Plugins;
 use crate::runtime::{ElectionSettings, Runtime, RuntimeSettings};
 use crate::telemetry::Telemetry;
@@ -148,13 +149,35 @@ async fn host(
     if let Some(gate) = &startup {
         gate.set_not_ready("loading the plugins");
     }
-    let plugins = match load_plugins(&runtime, &config, kube_config).await {
+    let objects = match config.plugin_objects.then(|| {
+        PluginObjects::new(
+            client.clone(),
+            config.plugin_objects_dir(),
+            default_identity(),
+        )
+    }) {
+        None => None,
+        Some(Ok(objects)) => Some(objects),
+        Some(Err(error)) => {
+            eprintln!(
+                "error: cannot prepare {} for the plugins of ReconcilerPlugin objects: {error}; \
+                 point TMPDIR at a writable directory",
+                config.plugin_objects_dir().display()
+            );
+            return Ok(ExitCode::from(EXIT_CONFIG));
+        }
+    };
+    let object_dir = objects.as_ref().map(|objects| objects.dir().to_owned());
+    let plugins = match load_plugins(&runtime, &config, kube_config, object_dir).await {
         Ok(plugins) => plugins,
         Err(error) => {
             eprintln!("error: {error:#}");
             return Ok(ExitCode::from(EXIT_CONFIG));
         }
     };
+    if let (Some(objects), Some(plugins)) = (objects, &plugins) {
+        tokio::spawn(objects.run(plugins.clone(), runtime.leading(), shutdown.clone()));
+    }
     if let Some(gate) = &startup {
         gate.set_ready();
     }
@@ -191,13 +214,17 @@ async fn load_plugins(
     runtime: &Runtime,
     config: &HostConfig,
     kube_config: kube::Config,
+    object_dir: Option<PathBuf>,
 ) -> anyhow::Result<Option<Arc<Plugins>>> {
-    if config.plugins.is_empty() {
+    if config.plugins.is_empty() && object_dir.is_none() {
         tracing::warn!(
-            "no plugins configured; pass --plugin <manifest or directory> or set `plugins:`"
+            "no plugins configured; pass --plugin <manifest or directory> or set `plugins:`, \
+             or --plugin-objects true to load ReconcilerPlugin objects"
         );
         return Ok(None);
     }
+    let mut sources = config.plugins.clone();
+    sources.extend(object_dir);
     let engine = engine(config.module_cache_dir())?;
     tracing::info!(pooling = engine.pooling(), "WebAssembly engine ready");
     let budget = &config.plugin_client;
@@ -217,13 +244,13 @@ async fn load_plugins(
         runtime.clone(),
         ModuleLoader::new(engine),
         apis,
-        config.plugins.clone(),
+        sources,
     ));
     let loaded = plugins
         .load_all()
         .await
         .context("cannot load the plugins")?;
-    if loaded == 0 {
+    if loaded == 0 && !config.plugin_objects {
         tracing::warn!(sources = ?config.plugins,
             "no plugin manifests found; add <name>/plugin.yaml to a plugin directory (the host \
              loads them when they appear)");

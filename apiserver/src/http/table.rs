@@ -1,4 +1,7 @@
-//! The `meta.k8s.io/v1` Table form that `kubectl get` asks for: a Name and an Age column.
+//! The `meta.k8s.io/v1` Table form that `kubectl get` asks for: a Name and an Age column, or for
+//! a custom resource whose CRD declares `additionalPrinterColumns`, Name and those columns (their
+//! `jsonPath`s evaluated as a real server does for the paths CRDs use: fields, indexes and
+//! `[?(@.field=="value")]` filters).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -19,7 +22,13 @@ pub(crate) fn table(
     let rows: Vec<Value> = items
         .iter()
         .filter_map(|b| serde_json::from_slice::<Value>(b).ok())
-        .map(|obj| row(&obj))
+        .map(|obj| {
+            if res.columns.is_empty() {
+                row(&obj)
+            } else {
+                custom_row(&res.columns, obj)
+            }
+        })
         .collect();
     let mut meta = json!({"resourceVersion": rv.to_string()});
     if let Some(c) = cont {
@@ -31,7 +40,20 @@ pub(crate) fn table(
         "metadata": meta,
         "rows": rows,
     });
-    if columns {
+    if columns && !res.columns.is_empty() {
+        let mut definitions = vec![json!({"name": "Name", "type": "string", "format": "name",
+            "priority": 0, "description": format!("Name of the {}", res.kind)})];
+        definitions.extend(res.columns.iter().map(|c| {
+            json!({
+                "name": c.get("name").cloned().unwrap_or(json!("")),
+                "type": c.get("type").cloned().unwrap_or(json!("string")),
+                "format": c.get("format").cloned().unwrap_or(json!("")),
+                "description": c.get("description").cloned().unwrap_or(json!("")),
+                "priority": c.get("priority").cloned().unwrap_or(json!(0)),
+            })
+        }));
+        t["columnDefinitions"] = Value::Array(definitions);
+    } else if columns {
         t["columnDefinitions"] = json!([
             {"name": "Name", "type": "string", "format": "name", "priority": 0,
              "description": format!("Name of the {}", res.kind)},
@@ -60,6 +82,45 @@ pub(crate) fn row(obj: &Value) -> Value {
         })
         .unwrap_or_else(|| "<unknown>".into());
     json!({"cells": [name, age], "object": obj})
+}
+
+/// One row of a custom resource with printer columns: the name, then each column's value.
+fn custom_row(columns: &[Value], obj: Value) -> Value {
+    let mut cells = vec![obj.pointer("/metadata/name").cloned().unwrap_or(json!(""))];
+    for column in columns {
+        let path = column.get("jsonPath").and_then(Value::as_str).unwrap_or("");
+        cells.push(json_path(&obj, path).cloned().unwrap_or(Value::Null));
+    }
+    json!({"cells": cells, "object": obj})
+}
+
+/// The value at a CRD printer column's JSONPath: `.a.b`, `.a[0]`, `.a[?(@.k=="v")].b`; the
+/// first match of a filter (as a real server prints one value per cell).
+fn json_path<'a>(mut value: &'a Value, path: &str) -> Option<&'a Value> {
+    let mut rest = path.trim();
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix('.') {
+            let end = after.find(['.', '[']).unwrap_or(after.len());
+            value = value.get(&after[..end])?;
+            rest = &after[end..];
+        } else if let Some(after) = rest.strip_prefix("[?(@.") {
+            let end = after.find(")]")?;
+            let (field, wanted) = after[..end].split_once("==")?;
+            let wanted = wanted.trim().trim_matches(|c| c == '"' || c == '\'');
+            value = value
+                .as_array()?
+                .iter()
+                .find(|item| item.get(field.trim()).and_then(Value::as_str) == Some(wanted))?;
+            rest = &after[end + 2..];
+        } else if let Some(after) = rest.strip_prefix('[') {
+            let end = after.find(']')?;
+            value = value.get(after[..end].trim().parse::<usize>().ok()?)?;
+            rest = &after[end + 1..];
+        } else {
+            return None;
+        }
+    }
+    Some(value)
 }
 
 /// kubectl's short duration format: `42s`, `5m`, `3h`, `2d`.
@@ -95,6 +156,24 @@ mod tests {
     fn timestamps_parse_back_to_epoch_seconds() {
         assert_eq!(parse_rfc3339("2023-11-14T22:13:20Z"), Some(1_700_000_000));
         assert_eq!(crate::util::rfc3339(1_700_000_000), "2023-11-14T22:13:20Z");
+    }
+
+    #[test]
+    fn printer_column_paths_read_fields_indexes_and_filters() {
+        let obj = json!({"status": {"digest": "sha256:1", "conditions": [
+            {"type": "Fetched", "status": "True"}, {"type": "Ready", "status": "False"}]}});
+        let ready = json_path(&obj, r#".status.conditions[?(@.type=="Ready")].status"#);
+        assert_eq!(ready, Some(&json!("False")));
+        assert_eq!(json_path(&obj, ".status.digest"), Some(&json!("sha256:1")));
+        assert_eq!(
+            json_path(&obj, ".status.conditions[0].type"),
+            Some(&json!("Fetched"))
+        );
+        assert_eq!(json_path(&obj, ".status.missing"), None);
+        assert_eq!(
+            json_path(&obj, r#".status.conditions[?(@.type=="Gone")].status"#),
+            None
+        );
     }
 
     #[test]

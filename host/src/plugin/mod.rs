@@ -19,6 +19,7 @@ pub mod kube_api;
 pub mod loader;
 pub mod manifest;
 pub mod module;
+pub mod objects;
 pub mod oci;
 pub mod reconciler;
 pub mod reference;

@@ -29,7 +29,7 @@
 //! - `lifecycle.rs`: loading at start, then adding, swapping the module of, rebuilding and
 //!   stopping one running plugin.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -92,6 +92,47 @@ pub enum PluginError {
     Sources(#[source] std::io::Error),
 }
 
+/// Where loading a plugin source failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureStage {
+    /// The manifest: unreadable, invalid (a field, a grant), or a name taken by another.
+    Manifest,
+    /// The module: unreadable, not a component, the wrong world, or not compiling.
+    Module,
+    /// The controller: a kind that cannot be watched.
+    Controller,
+}
+
+impl FailureStage {
+    fn of(error: &PluginError) -> Self {
+        match error {
+            PluginError::Manifest(_)
+            | PluginError::DuplicateName { .. }
+            | PluginError::Sources(_) => Self::Manifest,
+            PluginError::Module { .. } => Self::Module,
+            PluginError::Controller { .. } => Self::Controller,
+        }
+    }
+}
+
+/// The last failure to load a plugin source, kept until the source loads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceFailure {
+    /// Where it failed.
+    pub stage: FailureStage,
+    /// The error with its causes.
+    pub message: String,
+}
+
+/// What a plugin source (a manifest file) is doing now.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SourceState {
+    /// The digest of the module serving from this source, if one does.
+    pub serving: Option<String>,
+    /// The last failure since the source last loaded.
+    pub failure: Option<SourceFailure>,
+}
+
 /// One running plugin.
 struct Running {
     path: PathBuf,
@@ -110,6 +151,7 @@ pub struct Plugins {
     apis: Arc<dyn ApiProvider>,
     sources: Vec<PathBuf>,
     running: tokio::sync::Mutex<BTreeMap<String, Running>>,
+    failures: parking_lot::Mutex<HashMap<PathBuf, SourceFailure>>,
 }
 
 impl std::fmt::Debug for Plugins {
@@ -137,6 +179,19 @@ impl Plugins {
             apis: Arc::new(apis),
             sources,
             running: tokio::sync::Mutex::default(),
+            failures: parking_lot::Mutex::default(),
+        }
+    }
+
+    /// What the plugin source `path` (a manifest file) is doing: the module serving from it,
+    /// and its last failure since it last loaded.
+    pub async fn source_state(&self, path: &std::path::Path) -> SourceState {
+        let serving = (self.running.lock().await.values())
+            .find(|running| running.path == path)
+            .map(|running| running.plugin.module().digest().to_owned());
+        SourceState {
+            serving,
+            failure: self.failures.lock().get(path).cloned(),
         }
     }
 

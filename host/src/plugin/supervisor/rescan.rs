@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::lifecycle::with_path;
-use super::{PluginError, Plugins, Running, SETTLE};
+use super::{FailureStage, PluginError, Plugins, Running, SETTLE, SourceFailure};
 use crate::plugin::loader::manifest_paths;
 use crate::plugin::manifest::Manifest;
 
@@ -24,7 +24,13 @@ impl Plugins {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let mut watcher = RecommendedWatcher::new(
             move |event: notify::Result<notify::Event>| {
-                let _ = tx.send(event.is_ok());
+                // Reads are not changes: the rescan itself opens the manifests and modules, and
+                // counting that would rescan every SETTLE for ever.
+                if let Ok(event) = event
+                    && !matches!(event.kind, notify::EventKind::Access(_))
+                {
+                    let _ = tx.send(true);
+                }
             },
             notify::Config::default(),
         )?;
@@ -129,6 +135,7 @@ impl Plugins {
                     self.report(
                         &running,
                         &name,
+                        &path,
                         &PluginError::Manifest(with_path(error, &path)),
                     );
                     if let Some(name) = previous {
@@ -144,7 +151,7 @@ impl Plugins {
                     first: first.clone(),
                     second: path.clone(),
                 };
-                self.report(&running, &name, &error);
+                self.report(&running, &name, &path, &error);
                 continue;
             }
             seen.insert(name.clone(), path.clone());
@@ -165,6 +172,9 @@ impl Plugins {
                     seen.insert(old, path.clone());
                 }
             }
+            if result.is_ok() {
+                self.failures.lock().remove(&path);
+            }
             match result {
                 Ok(false) => {}
                 Ok(true) => {
@@ -176,7 +186,7 @@ impl Plugins {
                         gate.set_ready();
                     }
                 }
-                Err(error) => self.report(&running, &name, &error),
+                Err(error) => self.report(&running, &name, &path, &error),
             }
         }
         let gone: Vec<String> = running
@@ -193,8 +203,21 @@ impl Plugins {
         }
     }
 
-    fn report(&self, running: &BTreeMap<String, Running>, name: &str, error: &PluginError) {
+    fn report(
+        &self,
+        running: &BTreeMap<String, Running>,
+        name: &str,
+        path: &Path,
+        error: &PluginError,
+    ) {
         let message = crate::error_chain(error);
+        self.failures.lock().insert(
+            path.to_owned(),
+            SourceFailure {
+                stage: FailureStage::of(error),
+                message: message.clone(),
+            },
+        );
         let serving = running.contains_key(name);
         if serving {
             tracing::error!(plugin = %name, error = %message,

@@ -1,0 +1,453 @@
+//! Plugins declared as `ReconcilerPlugin` objects (`kubectl apply`): each object's spec and
+//! module are written as `<name>/plugin.yaml` and `<name>/module.wasm` into a directory the
+//! supervisor watches like any plugin directory, so an object gets the lifecycle of a file
+//! (validated and compiled off the hot path, a changed module swapped in with no lost key, a bad
+//! version leaving the good one serving, removal draining its work). The replica that leads
+//! writes each object's status: `observedGeneration`, `resolvedDigest`, the conditions
+//! `Fetched`, `Compiled`, `GrantsValid`, `Ready` and `Degraded`, and the replicas serving it.
+//!
+//! Module sources: `configMap` (the component in a ConfigMap's `binaryData`, at most 1 MiB) and
+//! `oci` (a registry reference, pulled by [`super::oci`] when it is configured).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::jiff::{Timestamp, Unit};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::watcher;
+use serde_json::json;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::manifest::{PluginCondition, ReconcilerPlugin, ReconcilerPluginStatus};
+use super::module::hex_sha256;
+use super::supervisor::{FailureStage, Plugins, SourceState};
+
+/// The largest module a ConfigMap may carry (the API server's limit on a ConfigMap's data).
+pub const CONFIG_MAP_MODULE_MAX: usize = 1024 * 1024;
+
+/// How often the state is compared with the objects' status (and written when it differs).
+const STATUS_PERIOD: Duration = Duration::from_secs(1);
+
+/// How often ConfigMap sources are read again (their changes are not watched).
+const REFETCH_PERIOD: Duration = Duration::from_secs(10);
+
+/// The objects' plugin directory and the API it reads them from.
+pub struct PluginObjects {
+    client: kube::Client,
+    dir: PathBuf,
+    identity: String,
+}
+
+/// Why an object's module could not be fetched.
+#[derive(Debug, thiserror::Error)]
+enum FetchError {
+    #[error(
+        "ConfigMap {namespace}/{name} cannot be read: {source}; create it, or grant the host \
+         `get` on it"
+    )]
+    ConfigMapRead {
+        namespace: String,
+        name: String,
+        source: kube::Error,
+    },
+    #[error(
+        "ConfigMap {namespace}/{name} has no binaryData key `{key}`; put the component there \
+         (kubectl create configmap {name} --from-file={key}=component.wasm)"
+    )]
+    ConfigMapKey {
+        namespace: String,
+        name: String,
+        key: String,
+    },
+    #[error(
+        "the component in ConfigMap {namespace}/{name} is {size} bytes, over the 1 MiB a \
+         ConfigMap holds; publish it to a registry (reconcile-host push) and use `oci`"
+    )]
+    TooLarge {
+        namespace: String,
+        name: String,
+        size: usize,
+    },
+    #[error(
+        "`oci` sources need the host's registry support, which this host does not have; use \
+         `configMap`"
+    )]
+    NoRegistry,
+    #[error("set exactly one module source: `oci` or `configMap`")]
+    NoSource,
+    #[error("cannot write the plugin's files under {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl FetchError {
+    fn reason(&self) -> &'static str {
+        match self {
+            Self::ConfigMapRead { .. } => "ConfigMapUnreadable",
+            Self::ConfigMapKey { .. } => "ConfigMapKeyMissing",
+            Self::TooLarge { .. } => "ModuleTooLarge",
+            Self::NoRegistry => "RegistryUnsupported",
+            Self::NoSource => "NoModuleSource",
+            Self::Write { .. } => "WriteFailed",
+        }
+    }
+}
+
+/// What fetching one object gave.
+struct Fetched {
+    generation: Option<i64>,
+    result: Result<String, FetchError>,
+}
+
+impl PluginObjects {
+    /// Objects read through `client`, written under `dir` (emptied first: what it holds is
+    /// rebuilt from the objects), status naming this replica `identity`.
+    ///
+    /// # Errors
+    /// When `dir` cannot be emptied or created.
+    pub fn new(client: kube::Client, dir: PathBuf, identity: String) -> std::io::Result<Self> {
+        match std::fs::remove_dir_all(&dir) {
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => return Err(error),
+            _ => {}
+        }
+        std::fs::create_dir_all(&dir)?;
+        Ok(Self {
+            client,
+            dir,
+            identity,
+        })
+    }
+
+    /// The directory to hand the supervisor as a plugin source.
+    #[must_use]
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Follows the objects until `stop`: writes their plugins' files, removes those of deleted
+    /// objects, and (while `leading`) writes their status.
+    pub async fn run(
+        self,
+        plugins: Arc<Plugins>,
+        leading: watch::Receiver<bool>,
+        stop: CancellationToken,
+    ) {
+        let api: Api<ReconcilerPlugin> = Api::all(self.client.clone());
+        let mut events = std::pin::pin!(watcher(api.clone(), watcher::Config::default()));
+        let mut objects: BTreeMap<String, ReconcilerPlugin> = BTreeMap::new();
+        let mut listing: Option<BTreeMap<String, ReconcilerPlugin>> = None;
+        let mut fetched: BTreeMap<String, Fetched> = BTreeMap::new();
+        let mut status_tick = tokio::time::interval(STATUS_PERIOD);
+        let mut refetch_tick = tokio::time::interval(REFETCH_PERIOD);
+        let mut warned = false;
+        loop {
+            let mut changed = false;
+            tokio::select! {
+                () = stop.cancelled() => return,
+                event = events.next() => match event {
+                    None => return,
+                    Some(Err(error)) => {
+                        if !warned {
+                            tracing::warn!(error = %crate::error_chain(&error),
+                                "cannot watch ReconcilerPlugin objects; install the CRD \
+                                 (reconcile-host crd | kubectl apply -f -) and grant the host \
+                                 list and watch on reconcilerplugins.reconcile-host.dev");
+                            warned = true;
+                        }
+                    }
+                    Some(Ok(event)) => {
+                        warned = false;
+                        changed = apply(event, &mut objects, &mut listing);
+                    }
+                },
+                _ = refetch_tick.tick() => changed = true,
+                _ = status_tick.tick() => {
+                    if *leading.borrow() {
+                        self.write_status(&api, &plugins, &objects, &fetched).await;
+                    }
+                    continue;
+                }
+            }
+            if changed {
+                fetched = self.materialize(&objects, &fetched).await;
+            }
+        }
+    }
+
+    /// Writes the files of every object and removes those of objects gone.
+    async fn materialize(
+        &self,
+        objects: &BTreeMap<String, ReconcilerPlugin>,
+        before: &BTreeMap<String, Fetched>,
+    ) -> BTreeMap<String, Fetched> {
+        let mut fetched = BTreeMap::new();
+        for (name, object) in objects {
+            let result = self.fetch(name, object).await;
+            if let Err(error) = &result {
+                let already = before
+                    .get(name)
+                    .and_then(|f| f.result.as_ref().err())
+                    .is_some_and(|e| e.to_string() == error.to_string());
+                if !already {
+                    tracing::error!(plugin = %name, error = %crate::error_chain(error),
+                        "cannot fetch the ReconcilerPlugin's module; what serves keeps serving");
+                }
+            }
+            let generation = object.metadata.generation;
+            fetched.insert(name.clone(), Fetched { generation, result });
+        }
+        if let Ok(entries) = std::fs::read_dir(&self.dir) {
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if !objects.contains_key(&name)
+                    && !name.starts_with('.')
+                    && let Err(error) = std::fs::remove_dir_all(entry.path())
+                {
+                    tracing::warn!(plugin = %name, %error,
+                        "cannot remove a deleted ReconcilerPlugin's files");
+                }
+            }
+        }
+        fetched
+    }
+
+    /// Fetches one object's module and writes its files when they changed; the module digest.
+    async fn fetch(&self, name: &str, object: &ReconcilerPlugin) -> Result<String, FetchError> {
+        let spec = serde_json::to_value(&object.spec).unwrap_or_default();
+        let bytes = if let Some(source) = spec.get("configMap") {
+            let field = |key: &str| source[key].as_str().unwrap_or_default().to_owned();
+            let (namespace, cm_name, key) = (field("namespace"), field("name"), field("key"));
+            let config_map = Api::<ConfigMap>::namespaced(self.client.clone(), &namespace)
+                .get(&cm_name)
+                .await
+                .map_err(|source| FetchError::ConfigMapRead {
+                    namespace: namespace.clone(),
+                    name: cm_name.clone(),
+                    source,
+                })?;
+            let Some(bytes) = config_map
+                .binary_data
+                .and_then(|mut data| data.remove(&key))
+            else {
+                return Err(FetchError::ConfigMapKey {
+                    namespace,
+                    name: cm_name,
+                    key,
+                });
+            };
+            if bytes.0.len() > CONFIG_MAP_MODULE_MAX {
+                return Err(FetchError::TooLarge {
+                    namespace,
+                    name: cm_name,
+                    size: bytes.0.len(),
+                });
+            }
+            bytes.0
+        } else if spec.get("oci").is_some() {
+            return Err(FetchError::NoRegistry);
+        } else {
+            return Err(FetchError::NoSource);
+        };
+        let digest = format!("sha256:{}", hex_sha256(&bytes));
+        // The manifest file: the spec without the source, named by the object, the module
+        // beside it. It changes only when the spec does, so a new module alone is a swap.
+        let mut manifest = spec;
+        if let Some(fields) = manifest.as_object_mut() {
+            fields.remove("configMap");
+            fields.remove("oci");
+            fields.insert("name".to_owned(), json!(name));
+            fields.insert("module".to_owned(), json!("module.wasm"));
+        }
+        let text = serde_yaml_ng::to_string(&manifest).unwrap_or_default();
+        let dir = self.dir.join(name);
+        let write = |path: PathBuf, contents: &[u8]| -> Result<(), FetchError> {
+            if std::fs::read(&path).is_ok_and(|old| old == contents) {
+                return Ok(());
+            }
+            let error = |source| FetchError::Write {
+                path: path.clone(),
+                source,
+            };
+            std::fs::create_dir_all(&dir).map_err(error)?;
+            let temporary = dir.join(".writing");
+            std::fs::write(&temporary, contents).map_err(error)?;
+            std::fs::rename(&temporary, &path).map_err(error)
+        };
+        write(dir.join("module.wasm"), &bytes)?;
+        write(dir.join("plugin.yaml"), text.as_bytes())?;
+        Ok(digest)
+    }
+
+    /// Writes the status of each object whose state differs from what it says.
+    async fn write_status(
+        &self,
+        api: &Api<ReconcilerPlugin>,
+        plugins: &Plugins,
+        objects: &BTreeMap<String, ReconcilerPlugin>,
+        fetched: &BTreeMap<String, Fetched>,
+    ) {
+        for (name, object) in objects {
+            let Some(fetch) = fetched.get(name) else {
+                continue;
+            };
+            let state = plugins
+                .source_state(&self.dir.join(name).join("plugin.yaml"))
+                .await;
+            let old = object.status.clone().unwrap_or_default();
+            let status = status(fetch, &state, &old, &self.identity);
+            if status == old {
+                continue;
+            }
+            let patch = Patch::Merge(json!({"status": status}));
+            if let Err(error) = api
+                .patch_status(name, &PatchParams::default(), &patch)
+                .await
+            {
+                tracing::warn!(plugin = %name, error = %crate::error_chain(&error),
+                    "cannot write the ReconcilerPlugin's status; grant the host patch on \
+                     reconcilerplugins/status");
+            }
+        }
+    }
+}
+
+/// Applies a watch event to the known objects; whether they changed.
+fn apply(
+    event: watcher::Event<ReconcilerPlugin>,
+    objects: &mut BTreeMap<String, ReconcilerPlugin>,
+    listing: &mut Option<BTreeMap<String, ReconcilerPlugin>>,
+) -> bool {
+    let name = |object: &ReconcilerPlugin| object.metadata.name.clone().unwrap_or_default();
+    match event {
+        watcher::Event::Apply(object) => {
+            objects.insert(name(&object), object);
+            true
+        }
+        watcher::Event::Delete(object) => objects.remove(&name(&object)).is_some(),
+        watcher::Event::Init => {
+            *listing = Some(BTreeMap::new());
+            false
+        }
+        watcher::Event::InitApply(object) => {
+            listing
+                .get_or_insert_with(BTreeMap::new)
+                .insert(name(&object), object);
+            false
+        }
+        watcher::Event::InitDone => {
+            *objects = listing.take().unwrap_or_default();
+            true
+        }
+    }
+}
+
+/// The status an object should have, keeping each condition's transition time while its
+/// status stays the same.
+fn status(
+    fetch: &Fetched,
+    state: &SourceState,
+    old: &ReconcilerPluginStatus,
+    identity: &str,
+) -> ReconcilerPluginStatus {
+    let mut conditions = Vec::new();
+    let mut condition = |type_: &str, status: &str, reason: &str, message: String| {
+        conditions.push((
+            type_.to_owned(),
+            status.to_owned(),
+            reason.to_owned(),
+            message,
+        ));
+    };
+    let failure = state.failure.as_ref();
+    let failed = |stage: FailureStage| failure.filter(|f| f.stage == stage);
+    let digest = fetch.result.as_ref().ok();
+    let serving_this =
+        digest.is_some_and(|d| state.serving.as_deref() == d.strip_prefix("sha256:"));
+    match &fetch.result {
+        Ok(digest) => condition("Fetched", "True", "Fetched", format!("module {digest}")),
+        Err(error) => condition("Fetched", "False", error.reason(), error.to_string()),
+    }
+    if let Some(f) = failed(FailureStage::Manifest) {
+        condition("GrantsValid", "False", "InvalidManifest", f.message.clone());
+    } else if digest.is_some() {
+        condition("GrantsValid", "True", "Valid", String::new());
+    } else {
+        condition("GrantsValid", "Unknown", "NotFetched", String::new());
+    }
+    if let Some(f) = failed(FailureStage::Module) {
+        condition("Compiled", "False", "ModuleRefused", f.message.clone());
+    } else if serving_this {
+        condition("Compiled", "True", "Compiled", String::new());
+    } else {
+        condition("Compiled", "Unknown", "Pending", String::new());
+    }
+    let (ready, reason, message) = match (serving_this, failure, &fetch.result) {
+        (true, None, _) => ("True", "Serving", "the plugin's module serves".to_owned()),
+        (_, Some(f), _) => ("False", "LoadFailed", f.message.clone()),
+        (_, None, Err(error)) => ("False", error.reason(), error.to_string()),
+        (false, None, Ok(_)) => ("False", "Loading", "the module is being loaded".to_owned()),
+    };
+    condition("Ready", ready, reason, message);
+    let other_serves = state.serving.is_some() && !serving_this;
+    if other_serves && (failure.is_some() || fetch.result.is_err()) {
+        let message = format!(
+            "module sha256:{} keeps serving",
+            state.serving.as_deref().unwrap_or_default()
+        );
+        condition("Degraded", "True", "PreviousVersionServes", message);
+    } else {
+        condition("Degraded", "False", "AsDeclared", String::new());
+    }
+    let now = Timestamp::now()
+        .round(Unit::Second)
+        .map_or_else(|_| String::new(), |t| t.to_string());
+    let conditions = conditions
+        .into_iter()
+        .map(|(type_, status, reason, message)| {
+            let kept = (old.conditions.iter())
+                .find(|c| c.type_ == type_ && c.status == status)
+                .map(|c| c.last_transition_time.clone());
+            PluginCondition {
+                type_,
+                status,
+                reason,
+                message: bounded(message),
+                last_transition_time: kept.unwrap_or_else(|| now.clone()),
+                observed_generation: fetch.generation,
+            }
+        })
+        .collect();
+    ReconcilerPluginStatus {
+        observed_generation: fetch.generation,
+        resolved_digest: digest.cloned(),
+        conditions,
+        replicas: if state.serving.is_some() {
+            vec![identity.to_owned()]
+        } else {
+            Vec::new()
+        },
+    }
+}
+
+/// The longest condition message written (an error chain can be long; the log has it whole).
+const MESSAGE_MAX: usize = 2048;
+
+/// `message` cut to [`MESSAGE_MAX`] bytes at a character boundary, marked when cut.
+fn bounded(mut message: String) -> String {
+    if message.len() > MESSAGE_MAX {
+        let mut end = MESSAGE_MAX;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push_str(" …");
+    }
+    message
+}

@@ -1,0 +1,306 @@
+//! Plugins declared as `ReconcilerPlugin` objects: the CRD `reconcile-host crd` prints applied
+//! with kubectl, a plugin whose component is in a ConfigMap loaded by a host run with
+//! `--plugin-objects true`, its status (conditions, digest, `kubectl wait`), a bad module that
+//! leaves the good one serving, the good one put back, and the object deleted. On both backends.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::backend::{Backend, Cluster};
+use common::host::{HOST_BINARY, Host, component, scratch, workspace};
+use common::{config_maps, crd_established, eventually_async, namespace};
+use embedded_apiserver::Config;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{Value, json};
+
+const CRD: &str = "reconcilerplugins.reconcile-host.dev";
+const MODULES: &str = "plugin-modules";
+
+/// Runs `kubectl` with `args` on `backend`; its stdout, asserting success.
+fn kubectl(backend: &Backend, dir: &Path, args: &[&str]) -> String {
+    let output = backend
+        .kubectl(dir)
+        .args(args)
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        output.status.success(),
+        "kubectl {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+/// Applies the CRD `reconcile-host crd` prints, with kubectl, and waits until it is served.
+async fn apply_crd(backend: &Backend, dir: &Path) {
+    let output = Command::new(HOST_BINARY)
+        .arg("crd")
+        .output()
+        .expect("reconcile-host runs");
+    assert!(output.status.success(), "reconcile-host crd failed");
+    let path = dir.join("crd.yaml");
+    std::fs::write(&path, &output.stdout).expect("crd written");
+    kubectl(
+        backend,
+        dir,
+        &["apply", "-f", path.to_str().expect("UTF-8")],
+    );
+    crd_established(&backend.client(), CRD).await;
+}
+
+/// The ReconcilerPlugins.
+fn plugins(backend: &Backend) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("reconcile-host.dev", "v1alpha1", "ReconcilerPlugin");
+    Api::all_with(backend.client(), &ApiResource::from_gvk(&gvk))
+}
+
+/// The testbed's manifest as a ReconcilerPlugin whose module is `key` of the ConfigMap.
+fn testbed_object(key: &str) -> Value {
+    let path = workspace().join("host/tests/guests/testbed/plugin.yaml");
+    let mut spec: Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(path).expect("manifest")).expect("YAML");
+    let fields = spec.as_object_mut().expect("a mapping");
+    fields.remove("name");
+    fields.remove("module");
+    fields.insert(
+        "configMap".to_owned(),
+        json!({"namespace": MODULES, "name": "testbed-module", "key": key}),
+    );
+    json!({
+        "apiVersion": "reconcile-host.dev/v1alpha1",
+        "kind": "ReconcilerPlugin",
+        "metadata": {"name": "testbed"},
+        "spec": spec,
+    })
+}
+
+/// The ConfigMap holding modules under `entries`' keys.
+fn module_config_map(entries: &[(&str, Vec<u8>)]) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("testbed-module".to_owned()),
+            namespace: Some(MODULES.to_owned()),
+            ..ObjectMeta::default()
+        },
+        binary_data: Some(
+            entries
+                .iter()
+                .map(|(key, bytes)| ((*key).to_owned(), ByteString(bytes.clone())))
+                .collect(),
+        ),
+        ..ConfigMap::default()
+    }
+}
+
+/// A ConfigMap the testbed reconciles (`testbed=true`), `value` in its data.
+fn labelled(name: &str, value: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some("default".to_owned()),
+            labels: Some([("testbed".to_owned(), "true".to_owned())].into()),
+            ..ObjectMeta::default()
+        },
+        data: Some([("value".to_owned(), value.to_owned())].into()),
+        ..ConfigMap::default()
+    }
+}
+
+/// Waits until the testbed wrote `<name>-seen` for `name`.
+async fn seen(backend: &Backend, name: &str) {
+    let config_maps = config_maps(backend, "default");
+    eventually_async(&format!("{name}-seen written by the plugin"), || async {
+        config_maps.get_opt(&format!("{name}-seen")).await.ok()?
+    })
+    .await;
+}
+
+/// Waits until the plugin's condition `type_` has `status`; returns the object's status.
+async fn condition(backend: &Backend, type_: &str, status: &str) -> Value {
+    let plugins = plugins(backend);
+    eventually_async(&format!("condition {type_}={status}"), || async {
+        let object = plugins.get_opt("testbed").await.ok()??;
+        let current = object.data.get("status")?.clone();
+        let found = current["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == type_ && c["status"] == status);
+        found.then_some(current)
+    })
+    .await
+}
+
+/// The condition `type_` of `status`.
+fn find<'a>(status: &'a Value, type_: &str) -> &'a Value {
+    (status["conditions"].as_array().expect("conditions"))
+        .iter()
+        .find(|c| c["type"] == type_)
+        .unwrap_or_else(|| panic!("no condition {type_} in {status}"))
+}
+
+/// `sha256:<hex>` of `bytes`.
+fn digest(bytes: &[u8]) -> String {
+    format!(
+        "sha256:{}",
+        reconcile_host::plugin::module::hex_sha256(bytes)
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_object_from_a_config_map_loads_reports_its_state_survives_a_bad_module_and_goes()
+{
+    let backend = Backend::start(Config::default())
+        .await
+        .expect("API server starts");
+    let dir = scratch("plugin-objects");
+    apply_crd(&backend, &dir).await;
+    namespace(&backend, MODULES, &[]).await;
+    let good = std::fs::read(component("testbed")).expect("testbed component");
+    let modules: Api<ConfigMap> = Api::namespaced(backend.client(), MODULES);
+    let post = PostParams::default();
+    modules
+        .create(&post, &module_config_map(&[("component", good.clone())]))
+        .await
+        .expect("module ConfigMap created");
+    let object: DynamicObject =
+        serde_json::from_value(testbed_object("component")).expect("object");
+    plugins(&backend)
+        .create(&post, &object)
+        .await
+        .expect("ReconcilerPlugin created");
+
+    let host = Host::start_with(&backend, &dir, &[], &["--plugin-objects", "true"]);
+    let config_maps = config_maps(&backend, "default");
+    config_maps
+        .create(&post, &labelled("first", "1"))
+        .await
+        .expect("created");
+    seen(&backend, "first").await;
+
+    // Its state where kubectl shows it.
+    let status = condition(&backend, "Ready", "True").await;
+    assert_eq!(status["resolvedDigest"], digest(&good), "{status}");
+    assert_eq!(status["observedGeneration"], 1);
+    for type_ in ["Fetched", "Compiled", "GrantsValid"] {
+        assert_eq!(find(&status, type_)["status"], "True", "{type_}: {status}");
+    }
+    assert_eq!(find(&status, "Degraded")["status"], "False", "{status}");
+    assert_eq!(status["replicas"].as_array().map(Vec::len), Some(1));
+    kubectl(
+        &backend,
+        &dir,
+        &[
+            "wait",
+            "--for=condition=Ready",
+            "reconcilerplugin/testbed",
+            "--timeout=30s",
+        ],
+    );
+    let table = kubectl(&backend, &dir, &["get", "reconcilerplugins"]);
+    assert!(table.starts_with("NAME"), "{table}");
+    assert!(
+        table.contains("READY") && table.contains("DIGEST"),
+        "{table}"
+    );
+    assert!(table.contains(&digest(&good)), "{table}");
+
+    // A module that is not a component: refused, the good one keeps serving, status says so.
+    let patch = json!({"binaryData": {"component": ByteString(b"not a component".to_vec())}});
+    modules
+        .patch(
+            "testbed-module",
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .expect("module replaced");
+    let status = condition(&backend, "Degraded", "True").await;
+    assert_eq!(find(&status, "Ready")["status"], "False", "{status}");
+    assert_eq!(find(&status, "Compiled")["status"], "False", "{status}");
+    assert_eq!(
+        find(&status, "Degraded")["reason"],
+        "PreviousVersionServes",
+        "{status}"
+    );
+    config_maps
+        .create(&post, &labelled("second", "2"))
+        .await
+        .expect("created");
+    seen(&backend, "second").await;
+
+    // The good module put back: ready again, whatever happened in between.
+    let patch = json!({"binaryData": {"component": ByteString(good.clone())}});
+    modules
+        .patch(
+            "testbed-module",
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .expect("module restored");
+    let status = condition(&backend, "Ready", "True").await;
+    assert_eq!(find(&status, "Degraded")["status"], "False", "{status}");
+    assert_eq!(status["resolvedDigest"], digest(&good));
+
+    // Deleted: the plugin stops.
+    plugins(&backend)
+        .delete("testbed", &DeleteParams::default())
+        .await
+        .expect("deleted");
+    host.wait_log(&["plugin removed", "plugin=testbed"]).await;
+    drop(host);
+
+    // No garbage collector on a real server: remove what the test made.
+    for name in ["first", "first-seen", "second", "second-seen"] {
+        let _ = config_maps.delete(name, &DeleteParams::default()).await;
+    }
+    let _ = modules
+        .delete("testbed-module", &DeleteParams::default())
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_module_is_a_fetch_condition_naming_the_config_map_and_the_key() {
+    let backend = Backend::start(Config::default())
+        .await
+        .expect("API server starts");
+    let dir = scratch("plugin-objects-missing");
+    apply_crd(&backend, &dir).await;
+    namespace(&backend, MODULES, &[]).await;
+    let modules: Api<ConfigMap> = Api::namespaced(backend.client(), MODULES);
+    let post = PostParams::default();
+    modules
+        .create(&post, &module_config_map(&[("other", b"x".to_vec())]))
+        .await
+        .expect("module ConfigMap created");
+    let object: DynamicObject =
+        serde_json::from_value(testbed_object("component")).expect("object");
+    plugins(&backend)
+        .create(&post, &object)
+        .await
+        .expect("ReconcilerPlugin created");
+
+    let host = Host::start_with(&backend, &dir, &[], &["--plugin-objects", "true"]);
+    let status = condition(&backend, "Fetched", "False").await;
+    let fetched = find(&status, "Fetched");
+    assert_eq!(fetched["reason"], "ConfigMapKeyMissing", "{status}");
+    let message = fetched["message"].as_str().expect("a message");
+    assert!(
+        message.contains(&format!("ConfigMap {MODULES}/testbed-module"))
+            && message.contains("`component`"),
+        "{message}"
+    );
+    assert_eq!(find(&status, "Ready")["status"], "False", "{status}");
+    drop(host);
+    let _ = plugins(&backend)
+        .delete("testbed", &DeleteParams::default())
+        .await;
+    let _ = modules
+        .delete("testbed-module", &DeleteParams::default())
+        .await;
+}
