@@ -445,3 +445,37 @@ fn the_python_and_rust_website_components_are_pushed_and_pulled_with_their_diges
         );
     }
 }
+
+#[test]
+fn a_registry_with_a_private_ca_is_trusted_through_ca_files_only() {
+    let dir = scratch("oci-tls");
+    let registry = Registry::start_tls(&dir.join("registry"));
+    let reference = format!("{}/plugins/noop:v1", registry.host());
+    let refused = push(&component("noop"), &reference, &[]);
+    assert!(!refused.ok);
+    assert!(
+        refused.stderr.contains("`oci.caFiles`"),
+        "{}",
+        refused.stderr
+    );
+    let config = dir.join("host.yaml");
+    std::fs::write(
+        &config,
+        format!("oci:\n  caFiles: [{}]\n", registry.ca_file().display()),
+    )
+    .unwrap();
+    let by_digest = pushed(
+        &component("noop"),
+        &reference,
+        &["--config", path_str(&config)],
+    );
+    let pulled = pull(
+        &by_digest,
+        &dir.join("cache"),
+        &["--config", path_str(&config)],
+    )
+    .expect("pull over TLS");
+    assert_eq!(pulled.digest, digest_of(&by_digest));
+    let error = pull(&by_digest, &dir.join("cache-untrusted"), &[]).unwrap_err();
+    assert!(error.contains("`oci.caFiles`"), "{error}");
+}

@@ -1,6 +1,6 @@
 //! A real OCI registry for tests: Debian's `docker-registry` (the CNCF distribution registry)
 //! on a free loopback port, with filesystem storage in a directory of the test's own and
-//! optional htpasswd auth; stopped on drop (its own process group), restartable on the same
+//! optional htpasswd auth or TLS (a CA of the test's own); stopped on drop (its own process group), restartable on the same
 //! port and storage.
 
 use std::os::unix::process::CommandExt as _;
@@ -27,9 +27,35 @@ impl Registry {
         Self::start_with(dir, None)
     }
 
+    /// Starts a registry storing under `dir` that serves HTTPS with a certificate for
+    /// `127.0.0.1` signed by a CA of its own, whose PEM file is [`ca_file`](Self::ca_file).
+    pub fn start_tls(dir: &Path) -> Self {
+        std::fs::create_dir_all(dir).expect("registry dir");
+        let (ca, cert, key) = certificates();
+        std::fs::write(dir.join("ca.pem"), ca).expect("CA written");
+        std::fs::write(dir.join("cert.pem"), cert).expect("certificate written");
+        std::fs::write(dir.join("key.pem"), key).expect("key written");
+        let tls = format!(
+            "  tls:\n    certificate: {}\n    key: {}\n",
+            dir.join("cert.pem").display(),
+            dir.join("key.pem").display()
+        );
+        Self::launch(dir, &tls, None)
+    }
+
+    /// The PEM file of the CA that signed a [`start_tls`](Self::start_tls) registry's
+    /// certificate.
+    pub fn ca_file(&self) -> PathBuf {
+        self.dir.join("ca.pem")
+    }
+
     /// Starts a registry storing under `dir`; with `user`, it requires that user and password
     /// (htpasswd, bcrypt).
     pub fn start_with(dir: &Path, user: Option<(&str, &str)>) -> Self {
+        Self::launch(dir, "", user)
+    }
+
+    fn launch(dir: &Path, tls: &str, user: Option<(&str, &str)>) -> Self {
         std::fs::create_dir_all(dir.join("storage")).expect("registry storage dir");
         let auth = match user {
             Some((name, password)) => {
@@ -48,7 +74,7 @@ impl Registry {
             let config = format!(
                 "version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: false\n\
                  storage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\n\
-                 http:\n  addr: 127.0.0.1:{port}\n{auth}",
+                 http:\n  addr: 127.0.0.1:{port}\n{tls}{auth}",
                 dir.join("storage").display()
             );
             std::fs::write(dir.join("config.yml"), config).expect("registry config written");
@@ -137,7 +163,24 @@ impl Drop for Registry {
     }
 }
 
-/// Whether `GET /v2/` gets an HTTP answer (200, or 401 when auth is on).
+/// A CA, and a certificate for `127.0.0.1` it signed with its key: three PEM texts.
+fn certificates() -> (String, String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "test registry CA");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("CA key"))
+        .expect("CA certificate");
+    let params = CertificateParams::new(vec!["127.0.0.1".to_owned()]).expect("leaf params");
+    let key = KeyPair::generate().expect("leaf key");
+    let leaf = params.signed_by(&key, &ca).expect("leaf certificate");
+    (ca.pem(), leaf.pem(), key.serialize_pem())
+}
+
+/// Whether `GET /v2/` gets an HTTP answer (200, or 401 when auth is on; over TLS, the 400 a Go
+/// server gives plain HTTP).
 fn answers(port: u16) -> bool {
     use std::io::{Read, Write};
     let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
@@ -151,7 +194,9 @@ fn answers(port: u16) -> bool {
     }
     let mut head = [0u8; 12];
     stream.read_exact(&mut head).is_ok()
-        && (head.starts_with(b"HTTP/1.1 200") || head.starts_with(b"HTTP/1.1 401"))
+        && (head.starts_with(b"HTTP/1.1 200")
+            || head.starts_with(b"HTTP/1.1 401")
+            || head.starts_with(b"HTTP/1.0 400"))
 }
 
 /// TERM to the process group, then KILL after a bounded wait.
