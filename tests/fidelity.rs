@@ -86,11 +86,15 @@ async fn embedded_server_answers_every_corpus_request_like_a_real_one() {
         .map(|d| d.id.as_str())
         .collect();
     eprintln!(
-        "fidelity: {} known departures listed, {} seen: {:?}",
+        "fidelity: {} known departures listed, {} seen (differing fields each):",
         corpus.departures.len(),
         totals.departures_seen.len(),
-        totals.departures_seen
     );
+    for departure in &corpus.departures {
+        if let Some(count) = totals.departures_seen.get(&departure.id) {
+            eprintln!("  {} ({count}): {}", departure.id, departure.reason);
+        }
+    }
     if only.is_none() {
         assert!(
             unused.is_empty(),
@@ -124,11 +128,21 @@ impl Pair {
         // The newest revision: a range read's header ("/" base64-encoded).
         let range = self
             .etcd
-            .send("POST", "/v3/kv/range", &json, br#"{"key":"Lw==","limit":1}"#.to_vec())
+            .send(
+                "POST",
+                "/v3/kv/range",
+                &json,
+                br#"{"key":"Lw==","limit":1}"#.to_vec(),
+            )
             .await;
         let revision = range.body["header"]["revision"]
             .as_str()
-            .unwrap_or_else(|| panic!("etcd's range answer has no header.revision: {:?}", range.body))
+            .unwrap_or_else(|| {
+                panic!(
+                    "etcd's range answer has no header.revision: {:?}",
+                    range.body
+                )
+            })
             .to_owned();
         let compacted = self
             .etcd
@@ -139,7 +153,11 @@ impl Pair {
                 format!(r#"{{"revision":"{revision}","physical":true}}"#).into_bytes(),
             )
             .await;
-        assert_eq!(compacted.code, 200, "etcd compaction failed: {:?}", compacted.body);
+        assert_eq!(
+            compacted.code, 200,
+            "etcd compaction failed: {:?}",
+            compacted.body
+        );
         self.compact.compact_history();
     }
 }
@@ -162,7 +180,10 @@ fn etcd_url(plane: &ControlPlane) -> String {
             .split(|b| *b == 0)
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect();
-        if !args.iter().any(|a| a.starts_with(&format!("--data-dir={dir}/"))) {
+        if !args
+            .iter()
+            .any(|a| a.starts_with(&format!("--data-dir={dir}/")))
+        {
             continue;
         }
         if let Some(url) = args
@@ -179,7 +200,10 @@ fn etcd_url(plane: &ControlPlane) -> String {
 async fn run(servers: &Pair, corpus: &Corpus, sequence: &Sequence, totals: &mut Totals) {
     let namespace = format!("fidelity-{}", sequence.name);
     let mut vars = [BTreeMap::new(), BTreeMap::new()];
-    for (server, vars) in [&servers.real, &servers.embedded].into_iter().zip(&mut vars) {
+    for (server, vars) in [&servers.real, &servers.embedded]
+        .into_iter()
+        .zip(&mut vars)
+    {
         let body = serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": namespace}});
         let reply = server
@@ -227,7 +251,10 @@ async fn run(servers: &Pair, corpus: &Corpus, sequence: &Sequence, totals: &mut 
         for difference in &differences {
             match corpus.departure(&sequence.name, &step.name, difference) {
                 Some(departure) => {
-                    *totals.departures_seen.entry(departure.id.clone()).or_default() += 1;
+                    *totals
+                        .departures_seen
+                        .entry(departure.id.clone())
+                        .or_default() += 1;
                 }
                 None => unknown.push(describe(difference)),
             }
@@ -272,7 +299,11 @@ fn describe(difference: &Difference) -> String {
         Some(v) => {
             let text = v.to_string();
             if text.len() > 300 {
-                format!("{}… ({} bytes)", &text[..text.floor_char_boundary(300)], text.len())
+                format!(
+                    "{}… ({} bytes)",
+                    &text[..text.floor_char_boundary(300)],
+                    text.len()
+                )
             } else {
                 text
             }

@@ -24,8 +24,9 @@ fn add_finalizer(obj: &mut Value, finalizer: &str) {
 }
 
 impl Cluster {
-    /// `DELETE` of one object. Returns the body (a Success Status when the object is gone, else
-    /// the object marked for deletion) and whether the object is gone.
+    /// `DELETE` of one object. Returns the body (a Success Status when the object is gone, or
+    /// with `dryRun` would be, else the object marked for deletion) and whether the object is
+    /// gone.
     pub fn delete(
         &self,
         res: &Resource,
@@ -33,8 +34,22 @@ impl Cluster {
         name: &str,
         opts: &DeleteOptions,
     ) -> Result<(Bytes, bool), ApiError> {
+        self.delete_with_object(res, ns, name, opts)
+            .map(|(body, gone, _)| (body, gone))
+    }
+
+    /// [`Cluster::delete`], also returning the object as it was deleted or marked (what
+    /// deletecollection lists).
+    pub fn delete_with_object(
+        &self,
+        res: &Resource,
+        ns: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<(Bytes, bool, Bytes), ApiError> {
         let ns_key = if res.namespaced { ns } else { "" };
         let table = res.table();
+        let would_delete = std::cell::Cell::new(false);
         let uid = self
             .store
             .get(&table, ns_key, name)
@@ -77,9 +92,11 @@ impl Cluster {
             }
             let decision = deletion(current, is_namespace);
             Ok(match (opts.dry_run, decision) {
-                (true, Mutation::Put(v) | Mutation::Delete(v) | Mutation::Keep(v)) => {
+                (true, Mutation::Delete(v)) => {
+                    would_delete.set(true);
                     Mutation::Keep(v)
                 }
+                (true, Mutation::Put(v) | Mutation::Keep(v)) => Mutation::Keep(v),
                 (false, d) => d,
             })
         })?;
@@ -93,7 +110,7 @@ impl Cluster {
                 uid,
             });
         }
-        if outcome.deleted {
+        if outcome.deleted || would_delete.get() {
             let v: Value = serde_json::from_slice(&outcome.bytes).unwrap_or_default();
             let mut status = json!({
                 "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
@@ -102,9 +119,13 @@ impl Cluster {
             if !res.group.is_empty() {
                 status["details"]["group"] = res.group.clone().into();
             }
-            return Ok((Bytes::from(status.to_string()), true));
+            return Ok((
+                Bytes::from(status.to_string()),
+                outcome.deleted,
+                outcome.bytes,
+            ));
         }
-        Ok((outcome.bytes, false))
+        Ok((outcome.bytes.clone(), false, outcome.bytes))
     }
 
     /// Removes owner references to `uid` from its dependents (DeleteOptions Orphan).
@@ -138,7 +159,10 @@ pub fn deletion(mut current: Value, is_namespace: bool) -> Mutation {
         }
         let meta = meta_mut(&mut current);
         meta.insert("deletionTimestamp".into(), json!(now_rfc3339()));
-        meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+        // Upstream sets a grace period on objects held by finalizers, none on a namespace.
+        if !is_namespace {
+            meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+        }
         if is_namespace {
             current["status"] = json!({"phase": "Terminating"});
         }

@@ -836,4 +836,18 @@ async fn answers_match_a_real_server_where_the_fidelity_suite_found_them_apart()
         status["details"]["causes"][0]["reason"],
         "FieldValueForbidden"
     );
+    // A dry-run delete that would remove the object answers the Success Status; it stays.
+    let (code, status) = h.delete(&format!("{CMS}/d?dryRun=All")).await;
+    assert_eq!((code, &status["kind"]), (200, &json!("Status")), "{status}");
+    assert_eq!(h.get(&format!("{CMS}/d")).await.0, 200);
+    // deletecollection lists the deleted objects themselves.
+    let (code, list) = h.delete(CMS).await;
+    assert_eq!(code, 200, "{list}");
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter_map(|i| i["metadata"]["name"].as_str())
+        .collect();
+    assert!(names.contains(&"d") && names.contains(&"f"), "{list}");
 }

@@ -191,7 +191,9 @@ fn shape(value: &Value) -> Value {
         Value::Bool(_) => "bool".into(),
         Value::Number(_) => "number".into(),
         Value::String(_) => "string".into(),
-        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), shape(v))).collect()),
+        Value::Object(map) => {
+            Value::Object(map.iter().map(|(k, v)| (k.clone(), shape(v))).collect())
+        }
         Value::Array(items) if keyed(items).is_some() => {
             Value::Array(items.iter().map(shape_keeping_key).collect())
         }
@@ -202,7 +204,15 @@ fn shape(value: &Value) -> Value {
 fn shape_keeping_key(item: &Value) -> Value {
     let mut shaped = shape(item);
     if let (Value::Object(out), Value::Object(original)) = (&mut shaped, item) {
-        for key in ["name", "resource", "type", "group", "version", "manager", "operation"] {
+        for key in [
+            "name",
+            "resource",
+            "type",
+            "group",
+            "version",
+            "manager",
+            "operation",
+        ] {
             if let Some(v) = original.get(key) {
                 out.insert(key.into(), v.clone());
             }
@@ -231,7 +241,10 @@ fn keyed(items: &[Value]) -> Option<Vec<String>> {
             let manager = m.get("manager")?.as_str()?;
             let operation = m.get("operation")?.as_str()?;
             let sub = m.get("subresource").and_then(Value::as_str).unwrap_or("");
-            Some(format!("{manager}/{operation}{}{sub}", if sub.is_empty() { "" } else { "/" }))
+            Some(format!(
+                "{manager}/{operation}{}{sub}",
+                if sub.is_empty() { "" } else { "/" }
+            ))
         },
         |m| m.get("type").and_then(Value::as_str).map(str::to_owned),
         |m| {
@@ -271,7 +284,8 @@ fn diff(path: &str, real: Option<&Value>, embedded: Option<&Value>, out: &mut Ve
                     keys.into_iter().zip(items.iter().cloned()).collect()
                 };
                 let (ma, mb) = (by_key(a, ka), by_key(b, kb));
-                let keys: std::collections::BTreeSet<&String> = ma.keys().chain(mb.keys()).collect();
+                let keys: std::collections::BTreeSet<&String> =
+                    ma.keys().chain(mb.keys()).collect();
                 for key in keys {
                     diff(&format!("{path}[{key}]"), ma.get(key), mb.get(key), out);
                 }
@@ -326,16 +340,25 @@ mod tests {
             "creationTimestamp": "2026-11-25T00:36:41Z", "generateName": "a-", "name": "a-x7k2p"},
             "message": "too old resource version: 5 (1234) for 0b8a3f2e-1c2d-4e5f-8a9b-0c1d2e3f4a5b"});
         normalise(&mut v);
-        assert_eq!(v, json!({"metadata": {"uid": "<uid>", "resourceVersion": "<rv>",
+        assert_eq!(
+            v,
+            json!({"metadata": {"uid": "<uid>", "resourceVersion": "<rv>",
             "creationTimestamp": "<time>", "generateName": "a-", "name": "a-<suffix>"},
-            "message": "too old resource version: 5 (<n>) for <uid>"}));
+            "message": "too old resource version: 5 (<n>) for <uid>"})
+        );
     }
 
     #[test]
     fn lists_of_named_objects_are_compared_by_name() {
-        let real = Reply { code: 200, content_type: "application/json".into(),
-            body: json!({"items": [{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}}]}) };
-        let embedded = Reply { body: json!({"items": [{"metadata": {"name": "b"}}]}), ..real.clone() };
+        let real = Reply {
+            code: 200,
+            content_type: "application/json".into(),
+            body: json!({"items": [{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}}]}),
+        };
+        let embedded = Reply {
+            body: json!({"items": [{"metadata": {"name": "b"}}]}),
+            ..real.clone()
+        };
         let found = compare(&real, &embedded, Mode::Full, &[]);
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].path, "body.items[a]");
@@ -344,7 +367,10 @@ mod tests {
 
     #[test]
     fn globs_match_runs_of_characters() {
-        assert!(glob("body.items[*].metadata.*", "body.items[a].metadata.uid"));
+        assert!(glob(
+            "body.items[*].metadata.*",
+            "body.items[a].metadata.uid"
+        ));
         assert!(!glob("body.items[*].spec", "body.items[a].metadata"));
         assert!(glob("*", ""));
         assert!(glob("{get,list}-*", "list-exact"));

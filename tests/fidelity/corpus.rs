@@ -82,21 +82,35 @@ fn get() -> String {
 impl Corpus {
     /// Reads and checks the corpus file.
     pub fn load(path: &std::path::Path) -> Self {
-        let text = std::fs::read_to_string(path)
-            .unwrap_or_else(|e| panic!("the fidelity corpus {} cannot be read: {e}", path.display()));
+        let text = std::fs::read_to_string(path).unwrap_or_else(|e| {
+            panic!("the fidelity corpus {} cannot be read: {e}", path.display())
+        });
         let corpus: Self = serde_yaml_ng::from_str(&text).unwrap_or_else(|e| {
-            panic!("the fidelity corpus {} is not valid: {e}; fix the entry it names", path.display())
+            panic!(
+                "the fidelity corpus {} is not valid: {e}; fix the entry it names",
+                path.display()
+            )
         });
         let mut names: Vec<&str> = corpus.sequences.iter().map(|s| s.name.as_str()).collect();
         names.sort_unstable();
         let count = names.len();
         names.dedup();
-        assert_eq!(count, names.len(), "two sequences of {} share a name; rename one", path.display());
+        assert_eq!(
+            count,
+            names.len(),
+            "two sequences of {} share a name; rename one",
+            path.display()
+        );
         corpus
     }
 
     /// The departure that explains `difference` in `sequence`/`step`, if any.
-    pub fn departure(&self, sequence: &str, step: &str, difference: &Difference) -> Option<&Departure> {
+    pub fn departure(
+        &self,
+        sequence: &str,
+        step: &str,
+        difference: &Difference,
+    ) -> Option<&Departure> {
         self.departures.iter().find(|d| {
             glob(&d.sequence, sequence)
                 && glob(&d.step, step)
@@ -118,12 +132,17 @@ impl Step {
             Some("json") => Some("application/json-patch+json"),
             Some("strategic") => Some("application/strategic-merge-patch+json"),
             Some("apply") => Some("application/apply-patch+yaml"),
-            Some(other) => panic!("step {}: patch `{other}` is not merge, json, strategic or apply", self.name),
+            Some(other) => panic!(
+                "step {}: patch `{other}` is not merge, json, strategic or apply",
+                self.name
+            ),
             None if self.body.is_some() || self.text.is_some() => Some("application/json"),
             None => None,
         };
         if let Some(content_type) = content_type
-            && !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+            && !headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
         {
             headers.push(("Content-Type".into(), content_type.into()));
         }
@@ -161,7 +180,10 @@ pub fn substitute(text: &str, vars: &BTreeMap<String, String>) -> String {
 fn substitute_json(value: &mut Value, vars: &BTreeMap<String, String>) {
     match value {
         Value::String(text) => {
-            if let Some(n) = text.strip_prefix("${bytes:").and_then(|t| t.strip_suffix('}')) {
+            if let Some(n) = text
+                .strip_prefix("${bytes:")
+                .and_then(|t| t.strip_suffix('}'))
+            {
                 let n: usize = n.parse().expect("${bytes:N} takes a number");
                 *text = "x".repeat(n);
             } else {

@@ -77,12 +77,16 @@ impl Server {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_owned();
-        let bytes = response.into_body().collect_bytes().await.unwrap_or_else(|e| {
-            panic!(
-                "reading the answer to {method} {path} from the {} server: {e}",
-                self.name
-            )
-        });
+        let bytes = response
+            .into_body()
+            .collect_bytes()
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "reading the answer to {method} {path} from the {} server: {e}",
+                    self.name
+                )
+            });
         Reply {
             code,
             content_type,

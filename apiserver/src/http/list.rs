@@ -112,8 +112,11 @@ pub(crate) fn list_body(
 ) -> Bytes {
     let mut out = Vec::with_capacity(items.iter().map(|b| b.len() + 1).sum::<usize>() + 256);
     let mut meta = serde_json::json!({"resourceVersion": rv.to_string()});
-    if let Some(c) = cont {
-        meta["continue"] = c.into();
+    match cont {
+        Some(c) => meta["continue"] = c.into(),
+        // Upstream's unstructured lists (custom resources) write an empty continue.
+        None if res.crd.is_some() => meta["continue"] = "".into(),
+        None => {}
     }
     if let Some(r) = remaining {
         meta["remainingItemCount"] = r.into();

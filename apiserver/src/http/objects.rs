@@ -127,8 +127,9 @@ pub(super) fn serve(
                 .list(&res.table(), ns, None, 0, &|b: &Bytes| filter.keep(b));
             let mut deleted = Vec::new();
             for (key, _) in page.items {
-                match cluster.delete(res, &key.ns, &key.name, &opts) {
-                    Ok((bytes, _)) => deleted.push(render(res, false, bytes)),
+                // As upstream, the list names the deleted objects themselves.
+                match cluster.delete_with_object(res, &key.ns, &key.name, &opts) {
+                    Ok((_, _, object)) => deleted.push(render(res, false, object)),
                     Err(ApiError::NotFound { .. }) => {}
                     Err(e) => return Err(e),
                 }
