@@ -23,7 +23,7 @@ pub enum OciError {
     /// again later with backoff.
     #[error(
         "cannot reach registry {registry} for {reference}; check that it runs and that this \
-         machine can reach it (a pull is retried with backoff)"
+         machine can reach it, then try again"
     )]
     Unreachable {
         /// `host[:port]`.

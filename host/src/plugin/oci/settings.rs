@@ -36,3 +36,30 @@ impl OciSettings {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::HostConfig;
+
+    #[test]
+    fn the_oci_section_of_the_host_configuration_parses() {
+        let config = HostConfig::parse(
+            "oci:\n  insecureRegistries: [\"localhost:5000\"]\n  caFiles: [/etc/ca.pem]\n  \
+             dockerConfig: /etc/docker/config.json\n  cacheDir: /var/cache/oci\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config.oci,
+            OciSettings {
+                insecure_registries: vec!["localhost:5000".to_owned()],
+                ca_files: vec![PathBuf::from("/etc/ca.pem")],
+                docker_config: Some(PathBuf::from("/etc/docker/config.json")),
+                cache_dir: Some(PathBuf::from("/var/cache/oci")),
+            }
+        );
+        assert_eq!(HostConfig::parse("").unwrap().oci, OciSettings::default());
+        let error = HostConfig::parse("oci:\n  insecure: [x]\n").unwrap_err();
+        assert!(error.contains("insecure"), "{error}");
+    }
+}
