@@ -25,6 +25,7 @@ use tracing_subscriber::layer::SubscriberExt as _;
 
 use super::diagnose::explain;
 use super::fixtures::{Fixture, describe, fixture, read_object};
+use super::language::{Language, javascript_names};
 use super::load::Loaded;
 use super::outcome::ActionRecord;
 use super::run::Run;
@@ -119,13 +120,16 @@ pub(super) async fn exercise(loaded: &Loaded, sample: Option<&Path>) -> anyhow::
         return Ok(Verdict::Passed(out));
     }
     let chain = chain(&failure);
-    let explanation = explain(
-        &failure.failure,
-        &chain,
-        &guest.0.lock(),
-        loaded.language,
-        &loaded.javascript_names,
-    );
+    // What the component's bytes tell about its language, read again only now: scanning an
+    // 18 MB Python component costs more than the whole exercise of a correct one.
+    let bytes = tokio::fs::read(&manifest.module).await.unwrap_or_default();
+    let language = Language::detect(&bytes);
+    let names = if language == Language::JavaScript {
+        javascript_names(&bytes)
+    } else {
+        Vec::new()
+    };
+    let explanation = explain(&failure.failure, &chain, &guest.0.lock(), language, &names);
     Ok(Verdict::Failed(format!(
         "{out}check failed: plugin `{}`'s reconcile {} on the sample {subject}:\n{explanation}\n\
          the failure: {chain}\n",

@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
-use super::language::{Language, javascript_names};
 use crate::config::HostConfig;
 use crate::plugin::engine::{EngineError, EngineSettings, PluginEngine};
 use crate::plugin::manifest::Manifest;
@@ -19,10 +18,6 @@ pub(super) struct Loaded {
     pub(super) manifest: Manifest,
     pub(super) module: Arc<Module>,
     pub(super) size: usize,
-    /// The language the component was written in, as far as its bytes tell.
-    pub(super) language: Language,
-    /// The names its JavaScript source declares (empty for other languages).
-    pub(super) javascript_names: Vec<String>,
 }
 
 /// Loads the manifest at `path` and its component, as `run` does.
@@ -37,12 +32,6 @@ pub(super) async fn load(path: &Path, module_cache: Option<PathBuf>) -> anyhow::
         )
     })?;
     let size = bytes.len();
-    let language = Language::detect(&bytes);
-    let javascript_names = if language == Language::JavaScript {
-        javascript_names(&bytes)
-    } else {
-        Vec::new()
-    };
     let cache = module_cache.or_else(|| HostConfig::default().module_cache_dir());
     let loader = ModuleLoader::new(engine(cache)?);
     let module = loader
@@ -53,8 +42,6 @@ pub(super) async fn load(path: &Path, module_cache: Option<PathBuf>) -> anyhow::
         manifest,
         module,
         size,
-        language,
-        javascript_names,
     })
 }
 
