@@ -34,6 +34,20 @@ pub enum OciError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The registry answered that it cannot serve now (HTTP 5xx, or 429 too many requests).
+    /// Transient, like [`Unreachable`](Self::Unreachable).
+    #[error(
+        "registry {registry} is unavailable for {reference} ({detail}); try again later, or ask \
+         its operators"
+    )]
+    Unavailable {
+        /// `host[:port]`.
+        registry: String,
+        /// The reference.
+        reference: String,
+        /// The registry's answer.
+        detail: String,
+    },
     /// The TLS handshake failed: a plain-HTTP registry, or a certificate no trusted CA signed.
     #[error(
         "TLS with registry {registry} failed for {reference}: if it serves plain HTTP, list \
@@ -171,11 +185,12 @@ pub enum OciError {
 }
 
 impl OciError {
-    /// Whether the registry could not be reached at all (retry with backoff), as opposed to an
-    /// answer it gave or a problem with the artifact or the settings.
+    /// Whether the registry could not be reached, or said it cannot serve now (5xx, 429): retry
+    /// with backoff. Any other error is an answer that retrying will not change (refused, not
+    /// found, altered content) or a problem with the artifact or the settings.
     #[must_use]
     pub fn is_unreachable(&self) -> bool {
-        matches!(self, Self::Unreachable { .. })
+        matches!(self, Self::Unreachable { .. } | Self::Unavailable { .. })
     }
 
     /// Sorts an `oci-client` error into one of the variants above.
@@ -249,6 +264,15 @@ impl OciError {
                         reference,
                         detail,
                     }
+                } else if codes
+                    .iter()
+                    .any(|code| matches!(code, OciErrorCode::Toomanyrequests))
+                {
+                    Self::Unavailable {
+                        registry,
+                        reference,
+                        detail,
+                    }
                 } else {
                     Self::Refused {
                         registry,
@@ -266,6 +290,11 @@ impl OciError {
                         detail,
                     },
                     404 => Self::NotFound {
+                        registry,
+                        reference,
+                        detail,
+                    },
+                    429 | 500..=599 => Self::Unavailable {
                         registry,
                         reference,
                         detail,
@@ -393,7 +422,11 @@ mod tests {
         let kind = |code| OciError::from_client("r", "r/x:1", "manifest", server(code));
         assert!(matches!(kind(401), OciError::Unauthorized { .. }));
         assert!(matches!(kind(404), OciError::NotFound { .. }));
-        assert!(matches!(kind(500), OciError::Refused { .. }));
-        assert!(!kind(500).is_unreachable());
+        assert!(matches!(kind(400), OciError::Refused { .. }));
+        assert!(!kind(400).is_unreachable());
+        for code in [429, 500, 503] {
+            assert!(matches!(kind(code), OciError::Unavailable { .. }));
+            assert!(kind(code).is_unreachable(), "{code} is worth a retry");
+        }
     }
 }
