@@ -815,6 +815,13 @@ async fn answers_match_a_real_server_where_the_fidelity_suite_found_them_apart()
         (200, &rv),
         "{dry}"
     );
+    // Discovery as a 1.36 server: /api names the address with its port, /api/v1 has no
+    // apiVersion, a v2beta1-only client gets plain JSON.
+    let (_, api) = h.get("/api").await;
+    let address = api["serverAddressByClientCIDRs"][0]["serverAddress"].as_str();
+    assert!(address.is_some_and(|a| a.contains(':')), "{api}");
+    let (_, core) = h.get("/api/v1").await;
+    assert!(core.get("apiVersion").is_none(), "{core}");
     // A NotFound of a core kind names no group.
     let (code, status) = h.get(&format!("{CMS}/missing")).await;
     assert_eq!(code, 404);

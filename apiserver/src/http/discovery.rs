@@ -50,10 +50,18 @@ pub(crate) fn serve(
                 .insert(header::CONTENT_TYPE, "text/plain".parse().ok()?);
             Some(resp)
         }
-        ["api"] => ok(json!({
-            "kind": "APIVersions", "versions": ["v1"],
-            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}],
-        })),
+        ["api"] => {
+            // Upstream names its address with the port; here, the one the client reached.
+            let address = headers
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .filter(|h| h.contains(':'))
+                .unwrap_or("127.0.0.1");
+            ok(json!({
+                "kind": "APIVersions", "versions": ["v1"],
+                "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": address}],
+            }))
+        }
         ["api", "v1"] => ok(resource_list(cluster, "", "v1")),
         ["apis"] => ok(json!({
             "kind": "APIGroupList", "apiVersion": "v1",
