@@ -270,6 +270,10 @@ impl Cluster {
         if !opts.applied {
             patch::record_update(None, &mut obj, &opts.field_manager, &now);
         }
+        if *res.table() == *NAMESPACES {
+            obj["status"] = json!({"phase": "Active"});
+            obj["spec"] = json!({"finalizers": ["kubernetes"]});
+        }
         let table = res.table();
         let ns_key = if res.namespaced { ns } else { "" };
         let outcome = self.store.mutate(&table, ns_key, &name, |cur, _| {
@@ -300,8 +304,8 @@ impl Cluster {
         obj: &mut Value,
     ) -> Result<Option<Vec<Resource>>, ApiError> {
         if *res.table() == *NAMESPACES {
-            obj["status"] = json!({"phase": "Active"});
-            obj["spec"] = json!({"finalizers": ["kubernetes"]});
+            // spec.finalizers and status.phase are set in `create` after the managed fields are
+            // recorded: upstream's strategy sets them, unowned by the writer.
             if !obj
                 .pointer("/metadata/labels")
                 .is_some_and(Value::is_object)

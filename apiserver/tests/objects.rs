@@ -822,6 +822,20 @@ async fn answers_match_a_real_server_where_the_fidelity_suite_found_them_apart()
     assert!(address.is_some_and(|a| a.contains(':')), "{api}");
     let (_, core) = h.get("/api/v1").await;
     assert!(core.get("apiVersion").is_none(), "{core}");
+    // A namespace's server-set spec and status are not owned by its creator.
+    let (code, ns) = h
+        .post(
+            "/api/v1/namespaces",
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "owned"}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{ns}");
+    assert_eq!(ns["status"]["phase"], "Active");
+    let owned = &ns["metadata"]["managedFields"][0]["fieldsV1"];
+    assert!(
+        owned.get("f:spec").is_none() && owned.get("f:status").is_none(),
+        "{ns}"
+    );
     // A NotFound of a core kind names no group.
     let (code, status) = h.get(&format!("{CMS}/missing")).await;
     assert_eq!(code, 404);
