@@ -391,6 +391,17 @@ fn a_digest_pulled_before_comes_from_disk_with_no_request() {
     let cache = dir.join("cache");
     let cold = pull(&by_digest, &cache, &["--insecure"]).expect("cold pull");
     assert!(!cold.from_cache);
+    // The registry logs a request once it answered it: wait for the cold pull's last one, the
+    // layer's download, before counting.
+    let layer_request = format!("\"GET /v2/plugins/noop/blobs/{}", cold.layer);
+    let deadline = Instant::now() + common::WAIT;
+    while !registry.log().contains(&layer_request) {
+        assert!(
+            Instant::now() < deadline,
+            "the registry never logged {layer_request}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     let requests = registry.log().matches("\"GET /v2/").count();
     let warm = pull(&by_digest, &cache, &["--insecure"]).expect("warm pull");
     assert!(warm.from_cache);
