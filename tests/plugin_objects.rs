@@ -1,7 +1,9 @@
 //! Plugins declared as `ReconcilerPlugin` objects: the CRD `reconcile-host crd` prints applied
 //! with kubectl, a plugin whose component is in a ConfigMap loaded by a host run with
 //! `--plugin-objects true`, its status (conditions, digest, `kubectl wait`), a bad module that
-//! leaves the good one serving, the good one put back, and the object deleted. On both backends.
+//! leaves the good one serving, the good one put back, and the object deleted; a plugin pushed to
+//! a real registry (`docker-registry`) by tag, pinned to its digest, serving while the registry
+//! is down, and a new tag pulled when the spec changes. On both API server backends.
 
 mod common;
 
@@ -10,6 +12,7 @@ use std::process::Command;
 
 use common::backend::{Backend, Cluster};
 use common::host::{HOST_BINARY, Host, component, scratch, workspace};
+use common::registry::Registry;
 use common::{config_maps, crd_established, eventually_async, namespace};
 use embedded_apiserver::Config;
 use k8s_openapi::ByteString;
@@ -61,22 +64,43 @@ fn plugins(backend: &Backend) -> Api<DynamicObject> {
 
 /// The testbed's manifest as a ReconcilerPlugin whose module is `key` of the ConfigMap.
 fn testbed_object(key: &str) -> Value {
+    testbed_with(
+        "configMap",
+        json!({"namespace": MODULES, "name": "testbed-module", "key": key}),
+    )
+}
+
+/// The testbed's manifest as a ReconcilerPlugin whose module comes from `source: value`.
+fn testbed_with(source: &str, value: Value) -> Value {
     let path = workspace().join("host/tests/guests/testbed/plugin.yaml");
     let mut spec: Value =
         serde_yaml_ng::from_str(&std::fs::read_to_string(path).expect("manifest")).expect("YAML");
     let fields = spec.as_object_mut().expect("a mapping");
     fields.remove("name");
     fields.remove("module");
-    fields.insert(
-        "configMap".to_owned(),
-        json!({"namespace": MODULES, "name": "testbed-module", "key": key}),
-    );
+    fields.insert(source.to_owned(), value);
     json!({
         "apiVersion": "reconcile-host.dev/v1alpha1",
         "kind": "ReconcilerPlugin",
         "metadata": {"name": "testbed"},
         "spec": spec,
     })
+}
+
+/// `reconcile-host push <module> <reference> --insecure`: the digest reference it printed.
+fn push(module: &Path, reference: &str) -> String {
+    let output = Command::new(HOST_BINARY)
+        .arg("push")
+        .arg(module)
+        .args([reference, "--insecure"])
+        .output()
+        .expect("reconcile-host runs");
+    assert!(
+        output.status.success(),
+        "push {reference} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
 }
 
 /// The ConfigMap holding modules under `entries`' keys.
@@ -303,4 +327,108 @@ async fn a_missing_module_is_a_fetch_condition_naming_the_config_map_and_the_key
     let _ = modules
         .delete("testbed-module", &DeleteParams::default())
         .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_object_from_a_registry_tag_is_pinned_to_its_digest_and_serves_while_the_registry_is_down()
+ {
+    let backend = Backend::start(Config::default())
+        .await
+        .expect("API server starts");
+    let dir = scratch("plugin-objects-oci");
+    apply_crd(&backend, &dir).await;
+    let mut registry = Registry::start(&dir);
+    let testbed = component("testbed");
+    let tag = format!("{}/plugins/testbed:v1", registry.host());
+    let pinned = push(&testbed, &tag);
+    let digest = pinned
+        .rsplit_once('@')
+        .expect("a digest reference")
+        .1
+        .to_owned();
+
+    let config = dir.join("host.yaml");
+    let cache = dir.join("oci-cache");
+    std::fs::write(
+        &config,
+        format!(
+            "pluginObjects: true\noci:\n  insecureRegistries: [\"{}\"]\n  cacheDir: {}\n",
+            registry.host(),
+            cache.display()
+        ),
+    )
+    .expect("config written");
+    let object: DynamicObject =
+        serde_json::from_value(testbed_with("oci", json!(tag))).expect("object");
+    plugins(&backend)
+        .create(&PostParams::default(), &object)
+        .await
+        .expect("ReconcilerPlugin created");
+    let config_arg = config.display().to_string();
+    let host = Host::start_with(&backend, &dir, &[], &["--config", &config_arg]);
+    let config_maps = config_maps(&backend, "default");
+    let post = PostParams::default();
+    config_maps
+        .create(&post, &labelled("oci-first", "1"))
+        .await
+        .expect("created");
+    seen(&backend, "oci-first").await;
+    let status = condition(&backend, "Ready", "True").await;
+    // The tag resolved once, to what push printed: the digest is pinned in status.
+    assert_eq!(status["resolvedDigest"], json!(digest), "{status}");
+    let fetched = find(&status, "Fetched");
+    assert!(
+        fetched["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(&digest)),
+        "{status}"
+    );
+
+    // The registry down: the module is on disk, the plugin keeps serving and stays Ready.
+    registry.stop();
+    config_maps
+        .create(&post, &labelled("oci-second", "2"))
+        .await
+        .expect("created");
+    seen(&backend, "oci-second").await;
+    let status = condition(&backend, "Ready", "True").await;
+    assert_eq!(status["resolvedDigest"], json!(digest), "{status}");
+
+    // A spec pointing at a tag the registry (up again) has not got: Fetched False, the pinned
+    // module keeps serving (Degraded), then the tag pushed and the plugin moves to it.
+    registry.restart();
+    let tag2 = format!("{}/plugins/testbed:v2", registry.host());
+    let patch = json!({"spec": {"oci": tag2}});
+    plugins(&backend)
+        .patch("testbed", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("patched");
+    let status = condition(&backend, "Fetched", "False").await;
+    assert_eq!(find(&status, "Degraded")["status"], "True", "{status}");
+    // The tag pushed: the plugin resolves it for generation 2 and is Ready again.
+    let pinned2 = push(&testbed, &tag2);
+    let digest2 = pinned2.rsplit_once('@').expect("a digest").1.to_owned();
+    let status = eventually_async("the plugin Ready on v2", || async {
+        let object = plugins(&backend).get_opt("testbed").await.ok()??;
+        let status = object.data.get("status")?.clone();
+        let ready = status["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        (ready && status["observedGeneration"] == 2).then_some(status)
+    })
+    .await;
+    assert_eq!(status["resolvedDigest"], json!(digest2), "{status}");
+    drop(host);
+    let _ = plugins(&backend)
+        .delete("testbed", &DeleteParams::default())
+        .await;
+    for name in [
+        "oci-first",
+        "oci-first-seen",
+        "oci-second",
+        "oci-second-seen",
+    ] {
+        let _ = config_maps.delete(name, &DeleteParams::default()).await;
+    }
 }

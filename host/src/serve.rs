@@ -19,6 +19,7 @@ use crate::plugin::kube_api::KubeApis;
 use crate::plugin::manifest::ApiRateLimit;
 use crate::plugin::module::ModuleLoader;
 use crate::plugin::objects::PluginObjects;
+use crate::plugin::oci::Registry;
 use crate::plugin::supervisor::Plugins;
 use crate::runtime::{ElectionSettings, Runtime, RuntimeSettings};
 use crate::telemetry::Telemetry;
@@ -152,6 +153,7 @@ async fn host(
     let objects = match config.plugin_objects.then(|| {
         PluginObjects::new(
             client.clone(),
+            registry(&config),
             config.plugin_objects_dir(),
             default_identity(),
         )
@@ -260,6 +262,21 @@ async fn load_plugins(
         "plugins loaded; watching their sources for changes"
     );
     Ok(Some(plugins))
+}
+
+/// The registry client for `oci` plugin sources; `None` (logged) when the `oci` settings are
+/// unusable, so only those plugins fail.
+fn registry(config: &HostConfig) -> Option<Arc<Registry>> {
+    let dir = (config.oci.cache_dir_beside(config.module_cache_dir()))
+        .unwrap_or_else(|| std::env::temp_dir().join("reconcile-host-oci"));
+    match Registry::new(&config.oci, dir) {
+        Ok(registry) => Some(Arc::new(registry)),
+        Err(error) => {
+            tracing::error!(error = %crate::error_chain(&error),
+                "cannot start the registry client; ReconcilerPlugins with `oci` will not load");
+            None
+        }
+    }
 }
 
 /// The engine, caching compiled modules in `cache` if it is usable (a warning otherwise).

@@ -6,8 +6,10 @@
 //! writes each object's status: `observedGeneration`, `resolvedDigest`, the conditions
 //! `Fetched`, `Compiled`, `GrantsValid`, `Ready` and `Degraded`, and the replicas serving it.
 //!
-//! Module sources: `configMap` (the component in a ConfigMap's `binaryData`, at most 1 MiB) and
-//! `oci` (a registry reference, pulled by [`super::oci`] when it is configured).
+//! Module sources: `configMap` (the component in a ConfigMap's `binaryData`, at most 1 MiB, read
+//! again every [`REFETCH_PERIOD`]) and `oci` (a registry reference pulled by [`super::oci`], kept
+//! on disk by digest; a tag is resolved once and the digest pinned in `status.resolvedDigest`
+//! until the spec changes).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -25,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::manifest::{PluginCondition, ReconcilerPlugin, ReconcilerPluginStatus};
 use super::module::hex_sha256;
+use super::oci::{OciError, Registry};
 use super::supervisor::{FailureStage, Plugins, SourceState};
 
 /// The largest module a ConfigMap may carry (the API server's limit on a ConfigMap's data).
@@ -36,9 +39,11 @@ const STATUS_PERIOD: Duration = Duration::from_secs(1);
 /// How often ConfigMap sources are read again (their changes are not watched).
 const REFETCH_PERIOD: Duration = Duration::from_secs(10);
 
-/// The objects' plugin directory and the API it reads them from.
+/// The objects' plugin directory, the API it reads them from and the registries modules come
+/// from.
 pub struct PluginObjects {
     client: kube::Client,
+    registry: Option<Arc<Registry>>,
     dir: PathBuf,
     identity: String,
 }
@@ -73,9 +78,11 @@ enum FetchError {
         name: String,
         size: usize,
     },
+    #[error("{0}")]
+    Registry(#[source] OciError),
     #[error(
-        "`oci` sources need the host's registry support, which this host does not have; use \
-         `configMap`"
+        "`oci` sources need the host's registry client, which failed to start (see its log \
+         line); fix the host's `oci` settings"
     )]
     NoRegistry,
     #[error("set exactly one module source: `oci` or `configMap`")]
@@ -93,7 +100,9 @@ impl FetchError {
             Self::ConfigMapRead { .. } => "ConfigMapUnreadable",
             Self::ConfigMapKey { .. } => "ConfigMapKeyMissing",
             Self::TooLarge { .. } => "ModuleTooLarge",
-            Self::NoRegistry => "RegistryUnsupported",
+            Self::Registry(error) if error.is_unreachable() => "RegistryUnreachable",
+            Self::Registry(_) => "PullFailed",
+            Self::NoRegistry => "RegistryUnavailable",
             Self::NoSource => "NoModuleSource",
             Self::Write { .. } => "WriteFailed",
         }
@@ -103,7 +112,17 @@ impl FetchError {
 /// What fetching one object gave.
 struct Fetched {
     generation: Option<i64>,
-    result: Result<String, FetchError>,
+    result: Result<Module, FetchError>,
+}
+
+/// A fetched module.
+#[derive(Clone, PartialEq, Eq)]
+struct Module {
+    /// What status reports: the manifest digest an `oci` reference resolved to, or the
+    /// content digest of a ConfigMap's module (`sha256:…`).
+    resolved: String,
+    /// The sha256 of the component's bytes (hex), as the supervisor reports what serves.
+    content: String,
 }
 
 impl PluginObjects {
@@ -112,7 +131,12 @@ impl PluginObjects {
     ///
     /// # Errors
     /// When `dir` cannot be emptied or created.
-    pub fn new(client: kube::Client, dir: PathBuf, identity: String) -> std::io::Result<Self> {
+    pub fn new(
+        client: kube::Client,
+        registry: Option<Arc<Registry>>,
+        dir: PathBuf,
+        identity: String,
+    ) -> std::io::Result<Self> {
         match std::fs::remove_dir_all(&dir) {
             Err(error) if error.kind() != std::io::ErrorKind::NotFound => return Err(error),
             _ => {}
@@ -120,6 +144,7 @@ impl PluginObjects {
         std::fs::create_dir_all(&dir)?;
         Ok(Self {
             client,
+            registry,
             dir,
             identity,
         })
@@ -218,44 +243,50 @@ impl PluginObjects {
         fetched
     }
 
-    /// Fetches one object's module and writes its files when they changed; the module digest.
-    async fn fetch(&self, name: &str, object: &ReconcilerPlugin) -> Result<String, FetchError> {
+    /// Fetches one object's module and writes its files when they changed.
+    async fn fetch(&self, name: &str, object: &ReconcilerPlugin) -> Result<Module, FetchError> {
         let spec = serde_json::to_value(&object.spec).unwrap_or_default();
-        let bytes = if let Some(source) = spec.get("configMap") {
-            let field = |key: &str| source[key].as_str().unwrap_or_default().to_owned();
-            let (namespace, cm_name, key) = (field("namespace"), field("name"), field("key"));
-            let config_map = Api::<ConfigMap>::namespaced(self.client.clone(), &namespace)
-                .get(&cm_name)
+        let dir = self.dir.join(name);
+        let module_path = dir.join("module.wasm");
+        let module = if let Some(source) = spec.get("configMap") {
+            let bytes = self.config_map_module(source).await?;
+            let content = hex_sha256(&bytes);
+            write_if_changed(&dir, &module_path, &bytes)?;
+            Module {
+                resolved: format!("sha256:{content}"),
+                content,
+            }
+        } else if let Some(reference) = spec.get("oci").and_then(|r| r.as_str()) {
+            let registry = self.registry.as_ref().ok_or(FetchError::NoRegistry)?;
+            // A tag resolved before for this generation stays pinned to its digest.
+            let status = object.status.as_ref();
+            let pin = status
+                .filter(|s| s.observed_generation == object.metadata.generation)
+                .and_then(|s| s.resolved_digest.as_deref());
+            let pulled = registry
+                .pull(reference, pin)
                 .await
-                .map_err(|source| FetchError::ConfigMapRead {
-                    namespace: namespace.clone(),
-                    name: cm_name.clone(),
+                .map_err(FetchError::Registry)?;
+            let content = pulled
+                .layer_digest
+                .strip_prefix("sha256:")
+                .unwrap_or_default()
+                .to_owned();
+            let current = std::fs::read(&module_path).map(|bytes| hex_sha256(&bytes));
+            if current.ok().as_deref() != Some(content.as_str()) {
+                let bytes = std::fs::read(&pulled.path).map_err(|source| FetchError::Write {
+                    path: pulled.path.clone(),
                     source,
                 })?;
-            let Some(bytes) = config_map
-                .binary_data
-                .and_then(|mut data| data.remove(&key))
-            else {
-                return Err(FetchError::ConfigMapKey {
-                    namespace,
-                    name: cm_name,
-                    key,
-                });
-            };
-            if bytes.0.len() > CONFIG_MAP_MODULE_MAX {
-                return Err(FetchError::TooLarge {
-                    namespace,
-                    name: cm_name,
-                    size: bytes.0.len(),
-                });
+                write_if_changed(&dir, &module_path, &bytes)?;
             }
-            bytes.0
-        } else if spec.get("oci").is_some() {
-            return Err(FetchError::NoRegistry);
+            Module {
+                resolved: pulled.digest,
+                content,
+            }
         } else {
             return Err(FetchError::NoSource);
         };
-        let digest = format!("sha256:{}", hex_sha256(&bytes));
         // The manifest file: the spec without the source, named by the object, the module
         // beside it. It changes only when the spec does, so a new module alone is a swap.
         let mut manifest = spec;
@@ -266,23 +297,40 @@ impl PluginObjects {
             fields.insert("module".to_owned(), json!("module.wasm"));
         }
         let text = serde_yaml_ng::to_string(&manifest).unwrap_or_default();
-        let dir = self.dir.join(name);
-        let write = |path: PathBuf, contents: &[u8]| -> Result<(), FetchError> {
-            if std::fs::read(&path).is_ok_and(|old| old == contents) {
-                return Ok(());
-            }
-            let error = |source| FetchError::Write {
-                path: path.clone(),
+        write_if_changed(&dir, &dir.join("plugin.yaml"), text.as_bytes())?;
+        Ok(module)
+    }
+
+    /// The component in the ConfigMap `source` names.
+    async fn config_map_module(&self, source: &serde_json::Value) -> Result<Vec<u8>, FetchError> {
+        let field = |key: &str| source[key].as_str().unwrap_or_default().to_owned();
+        let (namespace, name, key) = (field("namespace"), field("name"), field("key"));
+        let config_map = Api::<ConfigMap>::namespaced(self.client.clone(), &namespace)
+            .get(&name)
+            .await
+            .map_err(|source| FetchError::ConfigMapRead {
+                namespace: namespace.clone(),
+                name: name.clone(),
                 source,
-            };
-            std::fs::create_dir_all(&dir).map_err(error)?;
-            let temporary = dir.join(".writing");
-            std::fs::write(&temporary, contents).map_err(error)?;
-            std::fs::rename(&temporary, &path).map_err(error)
+            })?;
+        let Some(bytes) = config_map
+            .binary_data
+            .and_then(|mut data| data.remove(&key))
+        else {
+            return Err(FetchError::ConfigMapKey {
+                namespace,
+                name,
+                key,
+            });
         };
-        write(dir.join("module.wasm"), &bytes)?;
-        write(dir.join("plugin.yaml"), text.as_bytes())?;
-        Ok(digest)
+        if bytes.0.len() > CONFIG_MAP_MODULE_MAX {
+            return Err(FetchError::TooLarge {
+                namespace,
+                name,
+                size: bytes.0.len(),
+            });
+        }
+        Ok(bytes.0)
     }
 
     /// Writes the status of each object whose state differs from what it says.
@@ -316,6 +364,22 @@ impl PluginObjects {
             }
         }
     }
+}
+
+/// Writes `contents` to `path` in `dir` (through a temporary file and a rename, so the
+/// supervisor never reads half a file) unless it holds them already.
+fn write_if_changed(dir: &Path, path: &Path, contents: &[u8]) -> Result<(), FetchError> {
+    if std::fs::read(path).is_ok_and(|old| old == contents) {
+        return Ok(());
+    }
+    let error = |source| FetchError::Write {
+        path: path.to_owned(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(error)?;
+    let temporary = dir.join(".writing");
+    std::fs::write(&temporary, contents).map_err(error)?;
+    std::fs::rename(&temporary, path).map_err(error)
 }
 
 /// Applies a watch event to the known objects; whether they changed.
@@ -367,16 +431,20 @@ fn status(
     };
     let failure = state.failure.as_ref();
     let failed = |stage: FailureStage| failure.filter(|f| f.stage == stage);
-    let digest = fetch.result.as_ref().ok();
-    let serving_this =
-        digest.is_some_and(|d| state.serving.as_deref() == d.strip_prefix("sha256:"));
+    let module = fetch.result.as_ref().ok();
+    let serving_this = module.is_some_and(|m| state.serving.as_deref() == Some(&m.content));
     match &fetch.result {
-        Ok(digest) => condition("Fetched", "True", "Fetched", format!("module {digest}")),
+        Ok(module) => condition(
+            "Fetched",
+            "True",
+            "Fetched",
+            format!("module {}", module.resolved),
+        ),
         Err(error) => condition("Fetched", "False", error.reason(), error.to_string()),
     }
     if let Some(f) = failed(FailureStage::Manifest) {
         condition("GrantsValid", "False", "InvalidManifest", f.message.clone());
-    } else if digest.is_some() {
+    } else if module.is_some() {
         condition("GrantsValid", "True", "Valid", String::new());
     } else {
         condition("GrantsValid", "Unknown", "NotFetched", String::new());
@@ -426,7 +494,7 @@ fn status(
         .collect();
     ReconcilerPluginStatus {
         observed_generation: fetch.generation,
-        resolved_digest: digest.cloned(),
+        resolved_digest: module.map(|m| m.resolved.clone()),
         conditions,
         replicas: if state.serving.is_some() {
             vec![identity.to_owned()]
