@@ -7,6 +7,7 @@ use axum::body::Bytes;
 use serde_json::{Map, Value, json};
 
 use crate::config::Config;
+use crate::defaults;
 use crate::error::ApiError;
 use crate::events;
 use crate::faults::Faults;
@@ -265,11 +266,13 @@ impl Cluster {
             o.remove("status");
         }
         let crd = self.prepare_special_create(res, &mut obj)?;
+        defaults::apply(res, &mut obj);
         validation::normalize(res, &mut obj);
         validation::validate(res, &obj)?;
         if !opts.applied {
             patch::record_update(None, &mut obj, &opts.field_manager, &now);
         }
+        defaults::allocate(res, &mut obj, None);
         if *res.table() == *NAMESPACES {
             obj["status"] = json!({"phase": "Active"});
             obj["spec"] = json!({"finalizers": ["kubernetes"]});
@@ -440,6 +443,9 @@ impl Cluster {
                 }
             };
             keep_server_fields(&current, &mut next, res);
+            defaults::apply(res, &mut next);
+            // Kept from the stored object, so unchanged and not newly owned by this writer.
+            defaults::allocate(res, &mut next, Some(&current));
             validation::normalize(res, &mut next);
             validation::validate(res, &next)?;
             no_new_finalizers_while_deleting(res, name, &current, &next)?;

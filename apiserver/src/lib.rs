@@ -4,6 +4,7 @@
 mod builtins;
 mod cluster;
 mod config;
+mod defaults;
 mod delete;
 pub mod error;
 mod events;

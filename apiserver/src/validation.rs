@@ -238,7 +238,10 @@ mod tests {
             let err = validate(&res("configmaps"), &cm(labels)).unwrap_err();
             assert_eq!(err.code(), 422);
             let message = err.to_string();
-            assert!(message.contains("metadata.labels: Invalid value: "), "{message}");
+            assert!(
+                message.contains("metadata.labels: Invalid value: "),
+                "{message}"
+            );
             assert!(message.contains(expected), "{message}");
         }
     }

@@ -137,7 +137,8 @@ impl Walker {
                     set.attach(field_element(name), self.full_set(child, path));
                     path.pop();
                 }
-                path.last().is_some_and(|name| STRING_MAPS.contains(name))
+                // An empty object is owned as a leaf (`f:resources: {}`), as upstream does.
+                map.is_empty() || path.last().is_some_and(|name| STRING_MAPS.contains(name))
             }
             Shape::Keyed(items) => {
                 for (element, item) in items {
