@@ -432,3 +432,55 @@ async fn a_plugin_object_from_a_registry_tag_is_pinned_to_its_digest_and_serves_
         let _ = config_maps.delete(name, &DeleteParams::default()).await;
     }
 }
+
+#[test]
+fn rbac_of_an_object_file_gives_the_host_its_objects_status_and_module_config_map() {
+    let dir = scratch("plugin-objects-rbac");
+    let path = dir.join("testbed-object.yaml");
+    let text = serde_yaml_ng::to_string(&testbed_object("component")).expect("YAML");
+    std::fs::write(&path, text).expect("written");
+    let output = Command::new(HOST_BINARY)
+        .args(["rbac", "--include-host"])
+        .arg(&path)
+        .output()
+        .expect("reconcile-host runs");
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let documents: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&printed)
+        .map(|document| serde::Deserialize::deserialize(document).expect("a document"))
+        .filter(|document: &Value| !document.is_null())
+        .collect();
+    let named = |kind: &str, name: &str| {
+        documents
+            .iter()
+            .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("no {kind} {name} in:\n{printed}"))
+    };
+    // The plugin's own rights, from the object's spec as from a manifest file.
+    let plugin = named("ClusterRole", "reconcile-host-plugins");
+    assert!(plugin.to_string().contains("configmaps"), "{plugin}");
+    // The host's: read the objects, write their status.
+    let objects = named("ClusterRole", "reconcile-host-plugins-objects");
+    assert_eq!(
+        objects["rules"],
+        json!([
+            {"apiGroups": ["reconcile-host.dev"], "resources": ["reconcilerplugins"],
+             "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["reconcile-host.dev"], "resources": ["reconcilerplugins/status"],
+             "verbs": ["get", "patch", "update"]},
+        ])
+    );
+    named("ClusterRoleBinding", "reconcile-host-plugins-objects");
+    // And get of the module's ConfigMap, by name, in its namespace only.
+    let modules = named("Role", "reconcile-host-plugins-modules");
+    assert_eq!(modules["metadata"]["namespace"], MODULES);
+    assert_eq!(
+        modules["rules"],
+        json!([{"apiGroups": [""], "resources": ["configmaps"],
+                "resourceNames": ["testbed-module"], "verbs": ["get"]}])
+    );
+}

@@ -36,14 +36,15 @@ use kube::core::GroupVersionKind;
 use crate::cluster_config::{ClusterSource, cluster_config};
 use crate::exit::EXIT_CONFIG;
 use crate::plugin::loader::manifest_paths;
-use crate::plugin::manifest::Manifest;
+use crate::plugin::manifest::{Manifest, ModuleSource};
 use crate::runtime::KindRef;
 use label_selector::{is_dns_label, is_dns_subdomain};
 
 mod rules;
 
+use k8s_openapi::api::rbac::v1::PolicyRule;
 pub use rules::{Place, Plural, Rules, derived_plural, lease_rules, render};
-use rules::{group, role};
+use rules::{cluster_role, group, plugin_object_rules, role};
 
 /// Flags of `rbac`.
 #[derive(Debug, Args)]
@@ -170,8 +171,17 @@ pub async fn generate(args: &RbacArgs) -> Result<String, String> {
         paths.extend(found);
     }
     let mut manifests = Vec::new();
+    let mut sources = Vec::new();
     for path in &paths {
-        let manifest = Manifest::load(path).map_err(|error| crate::error_chain(&error))?;
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let manifest = if Manifest::is_object(&text) {
+            let (manifest, source) =
+                Manifest::load_object(path).map_err(|error| crate::error_chain(&error))?;
+            sources.push(source);
+            manifest
+        } else {
+            Manifest::load(path).map_err(|error| crate::error_chain(&error))?
+        };
         manifests.push((path.clone(), manifest));
     }
     let mut plurals: BTreeMap<KindRef, Plural> = BTreeMap::new();
@@ -215,6 +225,9 @@ pub async fn generate(args: &RbacArgs) -> Result<String, String> {
     let mut documents = render(&rules, &args.name, &args.service_account);
     if args.include_host {
         documents.extend(host_documents(args));
+        if !sources.is_empty() {
+            documents.extend(plugin_object_documents(args, &sources));
+        }
     }
     for document in documents {
         out.push_str("---\n");
@@ -233,6 +246,42 @@ fn host_documents(args: &RbacArgs) -> [String; 2] {
     let name = format!("{}-leader-election", args.name);
     let rules = Some(lease_rules(&args.lease_name));
     role(&name, namespace, rules, &args.service_account)
+}
+
+/// What a host loading ReconcilerPlugin objects needs: a ClusterRole to read them and write
+/// their status, and in each namespace of a ConfigMap module source, a Role to get those
+/// ConfigMaps.
+fn plugin_object_documents(args: &RbacArgs, sources: &[ModuleSource]) -> Vec<String> {
+    let name = format!("{}-objects", args.name);
+    let mut documents = cluster_role(&name, plugin_object_rules(), &args.service_account).to_vec();
+    let mut config_maps: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for source in sources {
+        if let ModuleSource::ConfigMap {
+            namespace, name, ..
+        } = source
+        {
+            config_maps.entry(namespace).or_default().push(name.clone());
+        }
+    }
+    for (namespace, mut names) in config_maps {
+        names.sort();
+        names.dedup();
+        let rule = PolicyRule {
+            api_groups: Some(vec![String::new()]),
+            resources: Some(vec!["configmaps".to_owned()]),
+            resource_names: Some(names),
+            verbs: vec!["get".to_owned()],
+            ..PolicyRule::default()
+        };
+        let role_name = format!("{}-modules", args.name);
+        documents.extend(role(
+            &role_name,
+            namespace,
+            Some(vec![rule]),
+            &args.service_account,
+        ));
+    }
+    documents
 }
 
 /// Replaces every plural with the API server's.

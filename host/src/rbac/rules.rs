@@ -223,6 +223,41 @@ pub(super) fn yaml<T: serde::Serialize>(value: &T) -> String {
     serde_yaml_ng::to_string(value).unwrap_or_default()
 }
 
+/// A ClusterRole with `rules` and its ClusterRoleBinding to `subject`.
+pub(super) fn cluster_role(
+    name: &str,
+    rules: Vec<PolicyRule>,
+    subject: &(String, String),
+) -> [String; 2] {
+    [
+        yaml(&ClusterRole {
+            metadata: meta(name, None),
+            rules: Some(rules),
+            ..ClusterRole::default()
+        }),
+        yaml(&ClusterRoleBinding {
+            metadata: meta(name, None),
+            role_ref: role_ref("ClusterRole", name),
+            subjects: Some(vec![service_account_subject(subject)]),
+        }),
+    ]
+}
+
+/// The rules of a host that loads ReconcilerPlugin objects: read them, write their status.
+#[must_use]
+pub fn plugin_object_rules() -> Vec<PolicyRule> {
+    let rule = |resource: &str, verbs: &[&str]| PolicyRule {
+        api_groups: Some(vec!["reconcile-host.dev".to_owned()]),
+        resources: Some(vec![resource.to_owned()]),
+        verbs: verbs.iter().map(|verb| (*verb).to_owned()).collect(),
+        ..PolicyRule::default()
+    };
+    vec![
+        rule("reconcilerplugins", &["get", "list", "watch"]),
+        rule("reconcilerplugins/status", &["get", "patch", "update"]),
+    ]
+}
+
 /// The host's own Lease rules: `create` of Leases, `get` and `update` of `lease_name` (what
 /// its leader election calls).
 #[must_use]

@@ -44,7 +44,7 @@ use std::path::{Path, PathBuf};
 
 pub use grant::{Denied, Grant, Missing, Verb};
 pub use model::{ApiRateLimit, InstanceReuse, Limits, Manifest, RateLimiterSettings};
-pub use raw::{RawConfigMapRef, RawManifest, ReconcilerPlugin};
+pub use raw::{ModuleSource, RawConfigMapRef, RawManifest, ReconcilerPlugin};
 pub use status::{PluginCondition, ReconcilerPluginStatus};
 pub use values::quantity;
 
@@ -108,6 +108,44 @@ impl Manifest {
     /// [`ManifestError::Parse`] or [`ManifestError::Invalid`], naming `base_dir` as the place.
     pub fn parse(text: &str, base_dir: &Path) -> Result<Self, ManifestError> {
         Self::parse_named(text, base_dir, base_dir)
+    }
+
+    /// Reads and validates a `ReconcilerPlugin` object's file (YAML, as for `kubectl apply`):
+    /// the manifest it declares (its module path: the object's file, never read) and where its
+    /// module comes from.
+    ///
+    /// # Errors
+    /// [`ManifestError`] when the file cannot be read, is not a ReconcilerPlugin, or its spec
+    /// is invalid.
+    pub fn load_object(path: &Path) -> Result<(Self, ModuleSource), ManifestError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let parse_error = |message: String| ManifestError::Parse {
+            path: path.to_owned(),
+            message: abbreviated(&message),
+        };
+        let object: ReconcilerPlugin =
+            serde_yaml_ng::from_str(&text).map_err(|e| parse_error(e.to_string()))?;
+        let name = object.metadata.name.clone().unwrap_or_default();
+        let module = path.display().to_string();
+        let invalid = |Problem { field, problem }| ManifestError::Invalid {
+            path: path.to_owned(),
+            field,
+            problem: abbreviated(&problem),
+        };
+        let (raw, source) = object.spec.from_object(name, module).map_err(invalid)?;
+        let manifest = raw.validate(Path::new("/")).map_err(invalid)?;
+        Ok((manifest, source))
+    }
+
+    /// Whether the YAML `text` is a `ReconcilerPlugin` object rather than a manifest file.
+    #[must_use]
+    pub fn is_object(text: &str) -> bool {
+        serde_yaml_ng::from_str::<serde_yaml_ng::Value>(text).is_ok_and(|value| {
+            value.get("kind").and_then(serde_yaml_ng::Value::as_str) == Some("ReconcilerPlugin")
+        })
     }
 
     fn parse_named(text: &str, base_dir: &Path, path: &Path) -> Result<Self, ManifestError> {

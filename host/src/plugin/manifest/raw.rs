@@ -131,7 +131,10 @@ fn kind_required(schema: &mut schemars::Schema) {
             }
         }
     }
-    schema.insert("required".to_owned(), serde_json::json!(["apiVersion", "kind"]));
+    schema.insert(
+        "required".to_owned(),
+        serde_json::json!(["apiVersion", "kind"]),
+    );
 }
 
 /// A memory size as the manifest reads it: a quantity (`64Mi`) or a number of bytes.
@@ -146,7 +149,10 @@ fn quantity(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 /// A memory size written as text or, in an object's JSON, as a number of bytes: kept as text.
 fn int_or_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     #[derive(Deserialize)]
-    #[serde(untagged, expecting = "a memory size such as 64Mi, or a number of bytes")]
+    #[serde(
+        untagged,
+        expecting = "a memory size such as 64Mi, or a number of bytes"
+    )]
     enum Size {
         Bytes(u64),
         Text(String),
@@ -325,7 +331,62 @@ impl<'de> Deserialize<'de> for Env {
     }
 }
 
+/// Where an object's module comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ModuleSource {
+    /// A registry reference.
+    Oci(String),
+    /// A ConfigMap's `binaryData` key.
+    ConfigMap {
+        /// The ConfigMap's namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// The key holding the component.
+        key: String,
+    },
+}
+
 impl RawManifest {
+    /// An object's spec in the file form: named `name`, its module `module`, and the source it
+    /// declared (taken out).
+    pub(super) fn from_object(
+        mut self,
+        name: String,
+        module: String,
+    ) -> Result<(Self, ModuleSource), Problem> {
+        let source = match (self.oci.take(), self.config_map.take()) {
+            (Some(reference), None) => ModuleSource::Oci(reference),
+            (None, Some(r)) => ModuleSource::ConfigMap {
+                namespace: r.namespace,
+                name: r.name,
+                key: r.key,
+            },
+            _ => {
+                return Err(problem(
+                    "spec",
+                    "set exactly one module source: `oci` (a registry reference) or \
+                     `configMap` ({namespace, name, key})",
+                ));
+            }
+        };
+        if self.name.is_some() || self.module.is_some() {
+            let field = if self.name.is_some() {
+                "name"
+            } else {
+                "module"
+            };
+            return Err(problem(
+                format!("spec.{field}"),
+                "is a manifest file's field; an object is named by metadata.name and its module \
+                 comes from `oci` or `configMap`",
+            ));
+        }
+        self.name = Some(name);
+        self.module = Some(module);
+        Ok((self, source))
+    }
+
     pub(super) fn validate(self, base_dir: &Path) -> Result<Manifest, Problem> {
         let name = self.name.unwrap_or_default();
         if name.is_empty() {
