@@ -484,3 +484,25 @@ fn rbac_of_an_object_file_gives_the_host_its_objects_status_and_module_config_ma
                 "resourceNames": ["testbed-module"], "verbs": ["get"]}])
     );
 }
+
+#[test]
+fn the_deployed_crd_is_the_one_reconcile_host_crd_prints() {
+    let output = Command::new(HOST_BINARY)
+        .arg("crd")
+        .output()
+        .expect("reconcile-host runs");
+    let printed = String::from_utf8(output.stdout).expect("UTF-8");
+    let path = workspace().join("deploy/base/reconcilerplugins-crd.yaml");
+    let deployed = std::fs::read_to_string(&path).expect("the deployed CRD");
+    let body: String = deployed
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    assert!(
+        body == printed,
+        "{} differs from `reconcile-host crd`; regenerate it: \
+         (echo '# …'; reconcile-host crd) > deploy/base/reconcilerplugins-crd.yaml",
+        path.display()
+    );
+}
