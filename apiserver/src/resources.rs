@@ -109,6 +109,18 @@ const ALL_VERBS: &[&str] = &[
     "watch",
 ];
 
+/// A custom resource's verbs in the order a real server lists them (its CRD handler's order).
+const CRD_VERBS: &[&str] = &[
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "create",
+    "update",
+    "watch",
+];
+
 /// The built-in resources: every kind of [`crate::builtins::all`] with its [`crate::builtins::extras`].
 pub fn builtins() -> Vec<Resource> {
     crate::builtins::all()
@@ -286,7 +298,7 @@ pub fn crd_resources(crd: &Value) -> Result<Vec<Resource>, String> {
             categories: strings("categories"),
             namespaced: scope == "Namespaced",
             status: v.pointer("/subresources/status").is_some(),
-            verbs: ALL_VERBS.to_vec(),
+            verbs: CRD_VERBS.to_vec(),
             crd: Some(name.to_string()),
             columns: v
                 .get("additionalPrinterColumns")
@@ -403,6 +415,11 @@ mod tests {
         reg.install_crd("widgets.example.com", crd_resources(&crd).unwrap());
         let r = reg.find("example.com", "v1", "widgets").unwrap();
         assert!(r.status);
+        assert_eq!(
+            r.verbs[..2],
+            ["delete", "deletecollection"],
+            "upstream's order for CRDs"
+        );
         assert_eq!(reg.groups().last().unwrap().name, "example.com");
         reg.remove_crd("widgets.example.com");
         assert!(reg.find("example.com", "v1", "widgets").is_none());
