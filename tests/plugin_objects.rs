@@ -506,3 +506,119 @@ fn the_deployed_crd_is_the_one_reconcile_host_crd_prints() {
         path.display()
     );
 }
+
+/// The example's manifest as a ReconcilerPlugin named `name`, its module `source: value`.
+fn example_object(manifest: &str, name: &str, source: &str, value: Value) -> Value {
+    let path = workspace().join(manifest);
+    let mut spec: Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(path).expect("manifest")).expect("YAML");
+    let fields = spec.as_object_mut().expect("a mapping");
+    fields.remove("name");
+    fields.remove("module");
+    fields.insert(source.to_owned(), value);
+    json!({
+        "apiVersion": "reconcile-host.dev/v1alpha1",
+        "kind": "ReconcilerPlugin",
+        "metadata": {"name": name},
+        "spec": spec,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_18_mb_python_replicator_is_delivered_from_a_registry_by_digest_and_copies() {
+    let backend = Backend::start(Config::default())
+        .await
+        .expect("API server starts");
+    let dir = scratch("plugin-objects-python");
+    apply_crd(&backend, &dir).await;
+    let registry = Registry::start(&dir);
+    let module = common::host::scripted_component(
+        "examples/configmap-replicator-python/build.sh",
+        "configmap-replicator-python",
+    );
+    // Compiled into the tests' module cache first, as the other Python tests do: an 18 MB
+    // component takes longer to compile than a test waits for a reconcile.
+    let checked = common::host::tool("check")
+        .arg(workspace().join("examples/configmap-replicator-python/plugin.yaml"))
+        .output()
+        .expect("reconcile-host runs");
+    assert!(
+        checked.status.success(),
+        "check of the Python replicator failed"
+    );
+    let size = std::fs::metadata(&module).expect("the component").len();
+    assert!(size > 16 << 20, "the Python component is {size} bytes");
+    let pinned = push(
+        &module,
+        &format!("{}/plugins/replicator-python:v1", registry.host()),
+    );
+    let config = dir.join("host.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "pluginObjects: true\noci:\n  insecureRegistries: [\"{}\"]\n  cacheDir: {}\n",
+            registry.host(),
+            dir.join("oci-cache").display()
+        ),
+    )
+    .expect("config written");
+    let object: DynamicObject = serde_json::from_value(example_object(
+        "examples/configmap-replicator-python/plugin.yaml",
+        "replicator-python",
+        "oci",
+        json!(pinned),
+    ))
+    .expect("object");
+    plugins(&backend)
+        .create(&PostParams::default(), &object)
+        .await
+        .expect("ReconcilerPlugin created");
+    namespace(&backend, "python-copies", &[]).await;
+    let config_arg = config.display().to_string();
+    let host = Host::start_with(&backend, &dir, &[], &["--config", &config_arg]);
+
+    let source: ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "python-source",
+            "namespace": "default",
+            "labels": {"replicator.example.com/replicate": "python"},
+            "annotations": {"replicator.example.com/namespaces": "python-copies"},
+        },
+        "data": {"log-level": "info"},
+    }))
+    .expect("a ConfigMap");
+    config_maps(&backend, "default")
+        .create(&PostParams::default(), &source)
+        .await
+        .expect("source created");
+    let copies = config_maps(&backend, "python-copies");
+    let copy = eventually_async("the Python replicator's copy", || async {
+        copies.get_opt("python-source").await.ok()?
+    })
+    .await;
+    assert_eq!(
+        copy.data.and_then(|d| d.get("log-level").cloned()),
+        Some("info".to_owned())
+    );
+    let status = eventually_async("replicator-python Ready", || async {
+        let object = plugins(&backend)
+            .get_opt("replicator-python")
+            .await
+            .ok()??;
+        let status = object.data.get("status")?.clone();
+        let ready = status["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        ready.then_some(status)
+    })
+    .await;
+    let digest = pinned.rsplit_once('@').expect("a digest").1;
+    assert_eq!(status["resolvedDigest"], json!(digest), "{status}");
+    drop(host);
+    let _ = plugins(&backend)
+        .delete("replicator-python", &DeleteParams::default())
+        .await;
+}
