@@ -135,7 +135,7 @@ impl Manifest {
             field,
             problem: abbreviated(&problem),
         };
-        let (raw, source) = object.spec.from_object(name, module).map_err(invalid)?;
+        let (raw, source) = object.spec.into_file_form(name, module).map_err(invalid)?;
         let manifest = raw.validate(Path::new("/")).map_err(invalid)?;
         Ok((manifest, source))
     }

@@ -350,7 +350,7 @@ pub enum ModuleSource {
 impl RawManifest {
     /// An object's spec in the file form: named `name`, its module `module`, and the source it
     /// declared (taken out).
-    pub(super) fn from_object(
+    pub(super) fn into_file_form(
         mut self,
         name: String,
         module: String,
