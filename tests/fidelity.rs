@@ -3,7 +3,9 @@
 //! compared field by field, and the test fails on any difference the corpus does not list as a
 //! known departure (each with its reason; `apiserver/README.md` lists them too).
 //!
-//! Run alone: `make control-plane && cargo test -p end-to-end --test fidelity -- --nocapture`.
+//! Run alone: `make control-plane && cargo test -p end-to-end --test fidelity -- --nocapture`;
+//! `FIDELITY_ONLY=<part of a sequence name>` runs only matching sequences, `FIDELITY_VERBOSE=1`
+//! also prints every difference a known departure accepts.
 
 mod common;
 #[path = "fidelity/compare.rs"]
@@ -255,6 +257,15 @@ async fn run(servers: &Pair, corpus: &Corpus, sequence: &Sequence, totals: &mut 
                         .departures_seen
                         .entry(departure.id.clone())
                         .or_default() += 1;
+                    if std::env::var_os("FIDELITY_VERBOSE").is_some() {
+                        eprintln!(
+                            "known {} in {}/{}: {}",
+                            departure.id,
+                            sequence.name,
+                            step.name,
+                            describe(difference)
+                        );
+                    }
                 }
                 None => unknown.push(describe(difference)),
             }

@@ -836,6 +836,17 @@ async fn answers_match_a_real_server_where_the_fidelity_suite_found_them_apart()
         owned.get("f:spec").is_none() && owned.get("f:status").is_none(),
         "{ns}"
     );
+    // Table rows carry PartialObjectMetadata by default, null with includeObject=None.
+    let table = "application/json;as=Table;v=v1;g=meta.k8s.io";
+    let rows = get_accepting(&h, CMS, table).await;
+    assert_eq!(
+        rows["rows"][0]["object"]["kind"], "PartialObjectMetadata",
+        "{rows}"
+    );
+    let rows = get_accepting(&h, &format!("{CMS}?includeObject=None"), table).await;
+    assert!(rows["rows"][0]["object"].is_null(), "{rows}");
+    let rows = get_accepting(&h, &format!("{CMS}?includeObject=Object"), table).await;
+    assert_eq!(rows["rows"][0]["object"]["kind"], "ConfigMap", "{rows}");
     // A NotFound of a core kind names no group.
     let (code, status) = h.get(&format!("{CMS}/missing")).await;
     assert_eq!(code, 404);
@@ -871,4 +882,17 @@ async fn answers_match_a_real_server_where_the_fidelity_suite_found_them_apart()
         .filter_map(|i| i["metadata"]["name"].as_str())
         .collect();
     assert!(names.contains(&"d") && names.contains(&"f"), "{list}");
+}
+
+/// GET `path` with `Accept: accept`; the JSON body.
+async fn get_accepting(h: &Http, path: &str, accept: &str) -> Value {
+    let request = axum::http::Request::get(path)
+        .header("accept", accept)
+        .body(kube::client::Body::from(Vec::new()))
+        .expect("request");
+    let response = h.client.send(request).await.expect("response");
+    let bytes = axum::body::to_bytes(axum::body::Body::new(response.into_body()), 16 << 20)
+        .await
+        .expect("body");
+    serde_json::from_slice(&bytes).expect("a JSON body")
 }

@@ -238,7 +238,14 @@ pub(super) fn list(
         .map(|(_, b)| render(res, metadata_only, b))
         .collect();
     let body = if wants_table(headers) {
-        table::table(res, &items, rv, cont, true)
+        table::table(
+            res,
+            &items,
+            rv,
+            cont,
+            true,
+            table::Include::from_query(query),
+        )
     } else {
         let list = list_body(res, &items, rv, cont, remaining);
         if metadata_only {

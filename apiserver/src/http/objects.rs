@@ -49,7 +49,14 @@ pub(super) fn serve(
                 let rv = cluster.store.current_rv();
                 return Ok(json_response(
                     StatusCode::OK,
-                    table::table(res, &[bytes], rv, None, true),
+                    table::table(
+                        res,
+                        &[bytes],
+                        rv,
+                        None,
+                        true,
+                        table::Include::from_query(query),
+                    ),
                 ));
             }
             Ok(json_response(

@@ -10,24 +10,69 @@ use serde_json::{Value, json};
 
 use crate::resources::Resource;
 
+/// What each row carries as its `object`, from the `includeObject` query parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Include {
+    /// `includeObject=None`: a null object.
+    None,
+    /// The default: the object's `PartialObjectMetadata`.
+    Metadata,
+    /// `includeObject=Object`: the whole object.
+    Object,
+}
+
+impl Include {
+    /// The form `includeObject` asks for (`Metadata` when absent or unknown, as upstream).
+    pub(crate) fn from_query(query: &super::request::Query) -> Self {
+        match query.get("includeObject").map(String::as_str) {
+            Some("None") => Include::None,
+            Some("Object") => Include::Object,
+            _ => Include::Metadata,
+        }
+    }
+}
+
 /// A Table of `items` (serialized objects); `columns` includes the column definitions (watch
-/// events after the first omit them, as a real server does).
+/// events after the first omit them, as a real server does); each row's object as `include`
+/// says.
 pub(crate) fn table(
     res: &Resource,
     items: &[Bytes],
     rv: u64,
     cont: Option<String>,
     columns: bool,
+    include: Include,
 ) -> Bytes {
     let rows: Vec<Value> = items
         .iter()
         .filter_map(|b| serde_json::from_slice::<Value>(b).ok())
         .map(|obj| {
-            if res.columns.is_empty() {
+            let mut row = if res.columns.is_empty() {
                 row(&obj)
             } else {
                 custom_row(&res.columns, obj)
+            };
+            if let Some(fields) = row.as_object_mut() {
+                match include {
+                    Include::Object => {}
+                    Include::None => {
+                        fields.insert("object".into(), Value::Null);
+                    }
+                    Include::Metadata => {
+                        let metadata = fields
+                            .get("object")
+                            .and_then(|o| o.get("metadata"))
+                            .cloned()
+                            .unwrap_or_default();
+                        fields.insert(
+                            "object".into(),
+                            json!({"kind": "PartialObjectMetadata",
+                                   "apiVersion": "meta.k8s.io/v1", "metadata": metadata}),
+                        );
+                    }
+                }
             }
+            row
         })
         .collect();
     let mut meta = json!({"resourceVersion": rv.to_string()});

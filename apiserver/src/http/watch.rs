@@ -26,6 +26,7 @@ struct Encoder {
     table_mode: bool,
     columns_sent: bool,
     metadata_only: bool,
+    include: table::Include,
     res: Arc<crate::resources::Resource>,
 }
 
@@ -35,7 +36,14 @@ impl Encoder {
         let object = if self.table_mode {
             let first = !self.columns_sent;
             self.columns_sent = true;
-            table::table(&self.res, std::slice::from_ref(object), 0, None, first)
+            table::table(
+                &self.res,
+                std::slice::from_ref(object),
+                0,
+                None,
+                first,
+                self.include,
+            )
         } else {
             object.clone()
         };
@@ -131,6 +139,7 @@ pub(super) fn watch(
     let mut encoder = Encoder {
         table_mode: wants_table(headers),
         metadata_only: wants_metadata(headers),
+        include: table::Include::from_query(query),
         columns_sent: false,
         res: target.res.clone(),
     };
