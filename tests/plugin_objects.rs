@@ -121,6 +121,75 @@ fn module_config_map(entries: &[(&str, Vec<u8>)]) -> ConfigMap {
     }
 }
 
+/// Creates the module ConfigMap with `entries` and the testbed's ReconcilerPlugin reading its
+/// `component` key; the module ConfigMaps.
+async fn declare_testbed(backend: &Backend, entries: &[(&str, Vec<u8>)]) -> Api<ConfigMap> {
+    let modules: Api<ConfigMap> = Api::namespaced(backend.client(), MODULES);
+    let post = PostParams::default();
+    modules
+        .create(&post, &module_config_map(entries))
+        .await
+        .expect("module ConfigMap created");
+    create(backend, testbed_object("component")).await;
+    modules
+}
+
+/// Puts `bytes` as the testbed's module into its ConfigMap.
+async fn replace_module(modules: &Api<ConfigMap>, bytes: Vec<u8>) {
+    let patch = json!({"binaryData": {"component": ByteString(bytes)}});
+    modules
+        .patch(
+            "testbed-module",
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .expect("module replaced");
+}
+
+/// Creates the ReconcilerPlugin `object`.
+async fn create(backend: &Backend, object: Value) {
+    let object: DynamicObject = serde_json::from_value(object).expect("a ReconcilerPlugin");
+    plugins(backend)
+        .create(&PostParams::default(), &object)
+        .await
+        .expect("ReconcilerPlugin created");
+}
+
+/// Writes a host configuration loading plugin objects, `registry` reached over plain HTTP, the
+/// pulled modules kept in `dir`; its path as an argument.
+fn oci_config(dir: &Path, registry: &Registry) -> String {
+    let config = dir.join("host.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "pluginObjects: true\noci:\n  insecureRegistries: [\"{}\"]\n  cacheDir: {}\n",
+            registry.host(),
+            dir.join("oci-cache").display()
+        ),
+    )
+    .expect("config written");
+    config.display().to_string()
+}
+
+/// Waits until the plugin `name` is Ready for `generation`; its status.
+async fn ready(backend: &Backend, name: &str, generation: i64) -> Value {
+    let plugins = plugins(backend);
+    eventually_async(
+        &format!("{name} Ready at generation {generation}"),
+        || async {
+            let object = plugins.get_opt(name).await.ok()??;
+            let status = object.data.get("status")?.clone();
+            let ready = status["conditions"]
+                .as_array()?
+                .iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True");
+            (ready && status["observedGeneration"] == generation).then_some(status)
+        },
+    )
+    .await
+}
+
 /// A ConfigMap the testbed reconciles (`testbed=true`), `value` in its data.
 fn labelled(name: &str, value: &str) -> ConfigMap {
     ConfigMap {
@@ -185,18 +254,8 @@ async fn a_plugin_object_from_a_config_map_loads_reports_its_state_survives_a_ba
     apply_crd(&backend, &dir).await;
     namespace(&backend, MODULES, &[]).await;
     let good = std::fs::read(component("testbed")).expect("testbed component");
-    let modules: Api<ConfigMap> = Api::namespaced(backend.client(), MODULES);
+    let modules = declare_testbed(&backend, &[("component", good.clone())]).await;
     let post = PostParams::default();
-    modules
-        .create(&post, &module_config_map(&[("component", good.clone())]))
-        .await
-        .expect("module ConfigMap created");
-    let object: DynamicObject =
-        serde_json::from_value(testbed_object("component")).expect("object");
-    plugins(&backend)
-        .create(&post, &object)
-        .await
-        .expect("ReconcilerPlugin created");
 
     let host = Host::start_with(&backend, &dir, &[], &["--plugin-objects", "true"]);
     let config_maps = config_maps(&backend, "default");
@@ -234,15 +293,7 @@ async fn a_plugin_object_from_a_config_map_loads_reports_its_state_survives_a_ba
     assert!(table.contains(&digest(&good)), "{table}");
 
     // A module that is not a component: refused, the good one keeps serving, status says so.
-    let patch = json!({"binaryData": {"component": ByteString(b"not a component".to_vec())}});
-    modules
-        .patch(
-            "testbed-module",
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-        .expect("module replaced");
+    replace_module(&modules, b"not a component".to_vec()).await;
     let status = condition(&backend, "Degraded", "True").await;
     assert_eq!(find(&status, "Ready")["status"], "False", "{status}");
     assert_eq!(find(&status, "Compiled")["status"], "False", "{status}");
@@ -258,15 +309,7 @@ async fn a_plugin_object_from_a_config_map_loads_reports_its_state_survives_a_ba
     seen(&backend, "second").await;
 
     // The good module put back: ready again, whatever happened in between.
-    let patch = json!({"binaryData": {"component": ByteString(good.clone())}});
-    modules
-        .patch(
-            "testbed-module",
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-        .expect("module restored");
+    replace_module(&modules, good.clone()).await;
     let status = condition(&backend, "Ready", "True").await;
     assert_eq!(find(&status, "Degraded")["status"], "False", "{status}");
     assert_eq!(status["resolvedDigest"], digest(&good));
@@ -296,18 +339,7 @@ async fn a_missing_module_is_a_fetch_condition_naming_the_config_map_and_the_key
     let dir = scratch("plugin-objects-missing");
     apply_crd(&backend, &dir).await;
     namespace(&backend, MODULES, &[]).await;
-    let modules: Api<ConfigMap> = Api::namespaced(backend.client(), MODULES);
-    let post = PostParams::default();
-    modules
-        .create(&post, &module_config_map(&[("other", b"x".to_vec())]))
-        .await
-        .expect("module ConfigMap created");
-    let object: DynamicObject =
-        serde_json::from_value(testbed_object("component")).expect("object");
-    plugins(&backend)
-        .create(&post, &object)
-        .await
-        .expect("ReconcilerPlugin created");
+    let modules = declare_testbed(&backend, &[("other", b"x".to_vec())]).await;
 
     let host = Host::start_with(&backend, &dir, &[], &["--plugin-objects", "true"]);
     let status = condition(&backend, "Fetched", "False").await;
@@ -347,24 +379,8 @@ async fn a_plugin_object_from_a_registry_tag_is_pinned_to_its_digest_and_serves_
         .1
         .to_owned();
 
-    let config = dir.join("host.yaml");
-    let cache = dir.join("oci-cache");
-    std::fs::write(
-        &config,
-        format!(
-            "pluginObjects: true\noci:\n  insecureRegistries: [\"{}\"]\n  cacheDir: {}\n",
-            registry.host(),
-            cache.display()
-        ),
-    )
-    .expect("config written");
-    let object: DynamicObject =
-        serde_json::from_value(testbed_with("oci", json!(tag))).expect("object");
-    plugins(&backend)
-        .create(&PostParams::default(), &object)
-        .await
-        .expect("ReconcilerPlugin created");
-    let config_arg = config.display().to_string();
+    let config_arg = oci_config(&dir, &registry);
+    create(&backend, testbed_with("oci", json!(tag))).await;
     let host = Host::start_with(&backend, &dir, &[], &["--config", &config_arg]);
     let config_maps = config_maps(&backend, "default");
     let post = PostParams::default();
@@ -408,16 +424,7 @@ async fn a_plugin_object_from_a_registry_tag_is_pinned_to_its_digest_and_serves_
     // The tag pushed: the plugin resolves it for generation 2 and is Ready again.
     let pinned2 = push(&testbed, &tag2);
     let digest2 = pinned2.rsplit_once('@').expect("a digest").1.to_owned();
-    let status = eventually_async("the plugin Ready on v2", || async {
-        let object = plugins(&backend).get_opt("testbed").await.ok()??;
-        let status = object.data.get("status")?.clone();
-        let ready = status["conditions"]
-            .as_array()?
-            .iter()
-            .any(|c| c["type"] == "Ready" && c["status"] == "True");
-        (ready && status["observedGeneration"] == 2).then_some(status)
-    })
-    .await;
+    let status = ready(&backend, "testbed", 2).await;
     assert_eq!(status["resolvedDigest"], json!(digest2), "{status}");
     drop(host);
     let _ = plugins(&backend)
@@ -552,29 +559,18 @@ async fn the_18_mb_python_replicator_is_delivered_from_a_registry_by_digest_and_
         &module,
         &format!("{}/plugins/replicator-python:v1", registry.host()),
     );
-    let config = dir.join("host.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "pluginObjects: true\noci:\n  insecureRegistries: [\"{}\"]\n  cacheDir: {}\n",
-            registry.host(),
-            dir.join("oci-cache").display()
+    let config_arg = oci_config(&dir, &registry);
+    create(
+        &backend,
+        example_object(
+            "examples/configmap-replicator-python/plugin.yaml",
+            "replicator-python",
+            "oci",
+            json!(pinned),
         ),
     )
-    .expect("config written");
-    let object: DynamicObject = serde_json::from_value(example_object(
-        "examples/configmap-replicator-python/plugin.yaml",
-        "replicator-python",
-        "oci",
-        json!(pinned),
-    ))
-    .expect("object");
-    plugins(&backend)
-        .create(&PostParams::default(), &object)
-        .await
-        .expect("ReconcilerPlugin created");
+    .await;
     namespace(&backend, "python-copies", &[]).await;
-    let config_arg = config.display().to_string();
     let host = Host::start_with(&backend, &dir, &[], &["--config", &config_arg]);
 
     let source: ConfigMap = serde_json::from_value(json!({
@@ -602,19 +598,7 @@ async fn the_18_mb_python_replicator_is_delivered_from_a_registry_by_digest_and_
         copy.data.and_then(|d| d.get("log-level").cloned()),
         Some("info".to_owned())
     );
-    let status = eventually_async("replicator-python Ready", || async {
-        let object = plugins(&backend)
-            .get_opt("replicator-python")
-            .await
-            .ok()??;
-        let status = object.data.get("status")?.clone();
-        let ready = status["conditions"]
-            .as_array()?
-            .iter()
-            .any(|c| c["type"] == "Ready" && c["status"] == "True");
-        ready.then_some(status)
-    })
-    .await;
+    let status = ready(&backend, "replicator-python", 1).await;
     let digest = pinned.rsplit_once('@').expect("a digest").1;
     assert_eq!(status["resolvedDigest"], json!(digest), "{status}");
     drop(host);
