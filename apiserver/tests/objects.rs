@@ -839,6 +839,17 @@ async fn answers_match_a_real_server_where_the_fidelity_suite_found_them_apart()
     // Table rows carry PartialObjectMetadata by default, null with includeObject=None.
     let table = "application/json;as=Table;v=v1;g=meta.k8s.io";
     let rows = get_accepting(&h, CMS, table).await;
+    let columns: Vec<&str> = rows["columnDefinitions"]
+        .as_array()
+        .expect("column definitions")
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(
+        columns,
+        ["Name", "Data", "Age"],
+        "a ConfigMap's columns, as kubectl shows them"
+    );
     assert_eq!(
         rows["rows"][0]["object"]["kind"], "PartialObjectMetadata",
         "{rows}"

@@ -48,7 +48,7 @@ pub(crate) fn table(
         .filter_map(|b| serde_json::from_slice::<Value>(b).ok())
         .map(|obj| {
             let mut row = if res.columns.is_empty() {
-                row(&obj)
+                builtin_row(res, &obj)
             } else {
                 custom_row(&res.columns, obj)
             };
@@ -99,12 +99,19 @@ pub(crate) fn table(
         }));
         t["columnDefinitions"] = Value::Array(definitions);
     } else if columns {
-        t["columnDefinitions"] = json!([
-            {"name": "Name", "type": "string", "format": "name", "priority": 0,
-             "description": format!("Name of the {}", res.kind)},
-            {"name": "Age", "type": "string", "format": "", "priority": 0,
-             "description": "Time since creation"},
-        ]);
+        let mut definitions = vec![json!({"name": "Name", "type": "string", "format": "name",
+            "priority": 0, "description": format!("Name of the {}", res.kind)})];
+        for column in builtin_columns(res) {
+            definitions.push(
+                json!({"name": column.name, "type": column.kind, "format": "",
+                "priority": column.priority, "description": column.description}),
+            );
+        }
+        definitions.push(
+            json!({"name": "Age", "type": "string", "format": "", "priority": 0,
+            "description": "Time since creation"}),
+        );
+        t["columnDefinitions"] = Value::Array(definitions);
     } else {
         t["columnDefinitions"] = json!([]);
     }
@@ -127,6 +134,121 @@ pub(crate) fn row(obj: &Value) -> Value {
         })
         .unwrap_or_else(|| "<unknown>".into());
     json!({"cells": [name, age], "object": obj})
+}
+
+/// A built-in kind's printer column between Name and Age, as upstream prints it.
+struct Column {
+    name: &'static str,
+    kind: &'static str,
+    priority: u8,
+    description: &'static str,
+    cell: fn(&Value) -> Value,
+}
+
+/// The columns upstream's printers add for the kinds `kubectl get` shows most (ConfigMap,
+/// Secret, Namespace, Deployment); other kinds get Name and Age only.
+fn builtin_columns(res: &Resource) -> Vec<Column> {
+    if res.crd.is_some() {
+        return Vec::new();
+    }
+    match (res.group.as_str(), res.kind.as_str()) {
+        ("", "ConfigMap") => vec![Column {
+            name: "Data",
+            kind: "string",
+            priority: 0,
+            description: "Number of entries in data and binaryData",
+            cell: |o| {
+                let n = |k: &str| o.get(k).and_then(Value::as_object).map_or(0, |m| m.len());
+                json!(n("data") + n("binaryData"))
+            },
+        }],
+        ("", "Secret") => vec![
+            Column {
+                name: "Type",
+                kind: "string",
+                priority: 0,
+                description: "The type of the secret",
+                cell: |o| o.get("type").cloned().unwrap_or(json!("")),
+            },
+            Column {
+                name: "Data",
+                kind: "string",
+                priority: 0,
+                description: "Number of entries in data",
+                cell: |o| {
+                    json!(
+                        o.get("data")
+                            .and_then(Value::as_object)
+                            .map_or(0, |m| m.len())
+                    )
+                },
+            },
+        ],
+        ("", "Namespace") => vec![Column {
+            name: "Status",
+            kind: "string",
+            priority: 0,
+            description: "The status of the namespace",
+            cell: |o| o.pointer("/status/phase").cloned().unwrap_or(json!("")),
+        }],
+        ("apps", "Deployment") => vec![
+            Column {
+                name: "Ready",
+                kind: "string",
+                priority: 0,
+                description: "Number of the pod with ready state",
+                cell: |o| {
+                    let n = |p: &str| o.pointer(p).and_then(Value::as_i64).unwrap_or(0);
+                    json!(format!(
+                        "{}/{}",
+                        n("/status/readyReplicas"),
+                        n("/spec/replicas")
+                    ))
+                },
+            },
+            Column {
+                name: "Up-to-date",
+                kind: "string",
+                priority: 0,
+                description: "Total number of non-terminated pods targeted by this deployment that have the desired template spec.",
+                cell: |o| {
+                    json!(
+                        o.pointer("/status/updatedReplicas")
+                            .and_then(Value::as_i64)
+                            .unwrap_or(0)
+                    )
+                },
+            },
+            Column {
+                name: "Available",
+                kind: "string",
+                priority: 0,
+                description: "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
+                cell: |o| {
+                    json!(
+                        o.pointer("/status/availableReplicas")
+                            .and_then(Value::as_i64)
+                            .unwrap_or(0)
+                    )
+                },
+            },
+        ],
+        _ => Vec::new(),
+    }
+}
+
+/// A built-in object's row: name, the kind's columns ([`builtin_columns`]), age.
+fn builtin_row(res: &Resource, obj: &Value) -> Value {
+    let mut row = row(obj);
+    let extra: Vec<Value> = builtin_columns(res).iter().map(|c| (c.cell)(obj)).collect();
+    if !extra.is_empty()
+        && let Some(cells) = row.get_mut("cells").and_then(Value::as_array_mut)
+    {
+        let age = cells.pop().unwrap_or(Value::Null);
+        cells.extend(extra);
+        cells.push(age);
+    }
+    row
 }
 
 /// One row of a custom resource with printer columns: the name, then each column's value.
