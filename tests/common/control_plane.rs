@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use std::os::unix::process::CommandExt;
 
 use super::host::{free_port, workspace};
+use super::process::stop_group;
 
 /// How long etcd may take to answer `/health`.
 const ETCD_READY: Duration = Duration::from_secs(60);
@@ -115,7 +116,7 @@ impl ControlPlane {
                     return plane;
                 }
                 Err(failure) => {
-                    stop(&mut etcd);
+                    stop_group(&mut etcd);
                     if failure.port_clash {
                         last = failure.message;
                         continue;
@@ -215,8 +216,8 @@ impl ControlPlane {
 impl Drop for ControlPlane {
     fn drop(&mut self) {
         // In order: kube-apiserver, then etcd.
-        stop(&mut self.apiserver);
-        stop(&mut self.etcd);
+        stop_group(&mut self.apiserver);
+        stop_group(&mut self.etcd);
         // Closing its stdin lets the watchdog find both gone and remove the state directory.
         if let Some((mut watchdog, stdin)) = self.watchdog.take() {
             drop(stdin);
@@ -372,7 +373,7 @@ fn start_apiserver(
     match result {
         Ok(()) => Ok((child, url)),
         Err(failure) => {
-            stop(&mut child);
+            stop_group(&mut child);
             Err(failure)
         }
     }
@@ -437,30 +438,6 @@ fn curl(args: &[&str]) -> bool {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|status| status.success())
-}
-
-/// SIGTERM to the process group of `child`, SIGKILL after 10 s.
-fn stop(child: &mut Child) {
-    if child.try_wait().ok().flatten().is_some() {
-        return;
-    }
-    let group = format!("-{}", child.id());
-    let _ = Command::new("kill")
-        .args(["-TERM", "--", &group])
-        .stderr(Stdio::null())
-        .status();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if child.try_wait().ok().flatten().is_some() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = Command::new("kill")
-        .args(["-KILL", "--", &group])
-        .stderr(Stdio::null())
-        .status();
-    let _ = child.wait();
 }
 
 fn write_kubeconfig(path: &Path, url: &str, dir: &Path, token: &str) {

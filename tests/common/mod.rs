@@ -5,6 +5,7 @@
 pub mod backend;
 pub mod control_plane;
 pub mod host;
+pub mod process;
 pub mod registry;
 pub mod website;
 

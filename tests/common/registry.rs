@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::process::stop_group;
+
 /// How long a registry may take to answer `/v2/`.
 const READY: Duration = Duration::from_secs(20);
 
@@ -110,7 +112,7 @@ impl Registry {
     /// Stops the process (the storage stays).
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            stop(&mut child);
+            stop_group(&mut child);
         }
     }
 
@@ -149,7 +151,7 @@ impl Registry {
                 return Err(format!("exited ({status}): {}", self.log()));
             }
             if Instant::now() >= deadline {
-                stop(&mut child);
+                stop_group(&mut child);
                 return Err(format!("no answer on /v2/ after {READY:?}: {}", self.log()));
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -197,28 +199,4 @@ fn answers(port: u16) -> bool {
         && (head.starts_with(b"HTTP/1.1 200")
             || head.starts_with(b"HTTP/1.1 401")
             || head.starts_with(b"HTTP/1.0 400"))
-}
-
-/// TERM to the process group, then KILL after a bounded wait.
-fn stop(child: &mut Child) {
-    if child.try_wait().ok().flatten().is_some() {
-        return;
-    }
-    let group = format!("-{}", child.id());
-    let _ = Command::new("kill")
-        .args(["-TERM", "--", &group])
-        .stderr(Stdio::null())
-        .status();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if child.try_wait().ok().flatten().is_some() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = Command::new("kill")
-        .args(["-KILL", "--", &group])
-        .stderr(Stdio::null())
-        .status();
-    let _ = child.wait();
 }
