@@ -3,12 +3,12 @@
 
 mod common;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::backend::Backend as ApiServer;
-use common::eventually_async;
+use common::{eventually_async, stamps};
 use common::host::{Host, component, scratch};
 use embedded_apiserver::Config;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -87,28 +87,6 @@ async fn seen(server: &ApiServer, name: &str) {
 
 fn reloads(plugin: &str, result: &str) -> String {
     format!("plugin_reloads_total{{plugin=\"{plugin}\",result=\"{result}\"}}")
-}
-
-/// The resourceVersions each object was stamped at by the `stamp` guest, from the host log.
-fn stamps(log: &str) -> HashMap<String, HashSet<String>> {
-    let mut stamped: HashMap<String, HashSet<String>> = HashMap::new();
-    for line in log.lines() {
-        let Some(rest) = line.split("stamp default/").nth(1) else {
-            continue;
-        };
-        let mut parts = rest.split_whitespace();
-        let (Some(name), Some(rv)) = (parts.next(), parts.next()) else {
-            continue;
-        };
-        // The guest's text is the line's quoted `text` field: `text="stamp default/x rv=7"`.
-        if let Some(rv) = rv.strip_prefix("rv=").map(|rv| rv.trim_end_matches('"')) {
-            stamped
-                .entry(name.to_owned())
-                .or_default()
-                .insert(rv.to_owned());
-        }
-    }
-    stamped
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

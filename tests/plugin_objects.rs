@@ -9,15 +9,18 @@ mod common;
 
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 
 use common::backend::{Backend, Cluster};
 use common::host::{HOST_BINARY, Host, component, scratch, workspace};
 use common::registry::Registry;
-use common::{config_maps, crd_established, eventually_async, namespace};
+use common::{config_maps, crd_established, eventually_async, namespace, stamps};
 use embedded_apiserver::Config;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams,
+};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
@@ -605,4 +608,127 @@ async fn the_18_mb_python_replicator_is_delivered_from_a_registry_by_digest_and_
     let _ = plugins(&backend)
         .delete("replicator-python", &DeleteParams::default())
         .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_applied_changed_and_deleted_while_10_000_keys_churn_lose_no_key() {
+    const OBJECTS: usize = 10_000;
+    // Embedded only: bulk_load writes the objects without HTTP.
+    let server = embedded_apiserver::ApiServer::start(Config::default())
+        .await
+        .expect("the embedded API server starts");
+    server
+        .bulk_load((0..OBJECTS).map(|i| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": format!("cm-{i:05}"), "namespace": "default",
+                                "labels": {"load": "true"}},
+                   "data": {"v": "0"}})
+        }))
+        .expect("bulk load");
+    let dir = scratch("plugin-objects-churn");
+    let kubeconfig = dir.join("kubectl.kubeconfig");
+    server.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+    let output = Command::new(HOST_BINARY)
+        .arg("crd")
+        .output()
+        .expect("reconcile-host runs");
+    std::fs::write(dir.join("crd.yaml"), &output.stdout).expect("crd written");
+    let applied = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["apply", "-f"])
+        .arg(dir.join("crd.yaml"))
+        .output()
+        .expect("kubectl runs");
+    assert!(applied.status.success(), "the CRD applies");
+    let client = server.kube_client().expect("client");
+    namespace(&server, MODULES, &[]).await;
+    let modules: Api<ConfigMap> = Api::namespaced(client.clone(), MODULES);
+    let noop = std::fs::read(component("noop")).expect("noop component");
+    modules
+        .create(
+            &PostParams::default(),
+            &module_config_map(&[("component", noop)]),
+        )
+        .await
+        .expect("module ConfigMap created");
+    let load = json!({
+        "apiVersion": "reconcile-host.dev/v1alpha1",
+        "kind": "ReconcilerPlugin",
+        "metadata": {"name": "load"},
+        "spec": {
+            "configMap": {"namespace": MODULES, "name": "testbed-module", "key": "component"},
+            "for": {"apiVersion": "v1", "kind": "ConfigMap"},
+            "labelSelector": "load=true",
+            "concurrency": 2,
+            "limits": {"deadline": "5s", "memory": "64Mi", "logLinesPerSecond": 100_000},
+        },
+    });
+    let gvk = GroupVersionKind::gvk("reconcile-host.dev", "v1alpha1", "ReconcilerPlugin");
+    let objects: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk));
+    let object: DynamicObject = serde_json::from_value(load).expect("object");
+    objects
+        .create(&PostParams::default(), &object)
+        .await
+        .expect("applied");
+    let host = Host::start_with(&server, &dir, &[], &["--plugin-objects", "true"]);
+    host.wait_log(&["plugin added", "plugin=load"]).await;
+
+    // A stream of updates while the module is swapped (the ConfigMap changed) and the spec
+    // changed (the controller rebuilt, its queue handed over).
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let updater = tokio::spawn(async move {
+        for round in 0..300 {
+            let name = format!("cm-{:05}", (round * 37) % OBJECTS);
+            let patch = json!({"data": {"v": round.to_string()}});
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .expect("patched");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    replace_module(&modules, std::fs::read(component("stamp")).expect("stamp")).await;
+    host.wait_log(&["plugin module swapped", "plugin=load"])
+        .await;
+    let change = json!({"spec": {"concurrency": 3}});
+    objects
+        .patch("load", &PatchParams::default(), &Patch::Merge(&change))
+        .await
+        .expect("spec changed");
+    host.wait_log(&["plugin rebuilt", "plugin=load"]).await;
+    updater.await.expect("updater");
+
+    let latest: Vec<(String, String)> = Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .list(&ListParams::default().labels("load=true"))
+        .await
+        .expect("list")
+        .items
+        .into_iter()
+        .map(|cm| {
+            let rv = cm.metadata.resource_version.expect("rv");
+            (cm.metadata.name.expect("name"), rv)
+        })
+        .collect();
+    assert_eq!(latest.len(), OBJECTS);
+    eventually_async("every object stamped at its latest version", || async {
+        let stamped = stamps(&host.log());
+        let missing = latest
+            .iter()
+            .filter(|(name, rv)| !stamped.get(name).is_some_and(|rvs| rvs.contains(rv)))
+            .count();
+        (missing == 0).then_some(())
+    })
+    .await;
+    for reason in ["trap", "instantiate", "deadline", "memory", "error"] {
+        let series =
+            format!("reconcile_host_plugin_failures_total{{plugin=\"load\",reason=\"{reason}\"}}");
+        assert_eq!(host.metric(&series).await, 0.0, "{series}");
+    }
+
+    // Deleted while the updates go on: the plugin drains and stops.
+    objects
+        .delete("load", &DeleteParams::default())
+        .await
+        .expect("deleted");
+    host.wait_log(&["plugin removed", "plugin=load"]).await;
 }

@@ -126,3 +126,26 @@ where
     })
     .await;
 }
+
+/// The resourceVersions each object was stamped at by the `stamp` guest, from the host log.
+pub fn stamps(log: &str) -> std::collections::HashMap<String, std::collections::HashSet<String>> {
+    let mut stamped: std::collections::HashMap<String, std::collections::HashSet<String>> =
+        std::collections::HashMap::new();
+    for line in log.lines() {
+        let Some(rest) = line.split("stamp default/").nth(1) else {
+            continue;
+        };
+        let mut parts = rest.split_whitespace();
+        let (Some(name), Some(rv)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        // The guest's text is the line's quoted `text` field: `text="stamp default/x rv=7"`.
+        if let Some(rv) = rv.strip_prefix("rv=").map(|rv| rv.trim_end_matches('"')) {
+            stamped
+                .entry(name.to_owned())
+                .or_default()
+                .insert(rv.to_owned());
+        }
+    }
+    stamped
+}
