@@ -355,6 +355,10 @@ async fn a_missing_module_is_a_fetch_condition_naming_the_config_map_and_the_key
         "{message}"
     );
     assert_eq!(find(&status, "Ready")["status"], "False", "{status}");
+    // Counted, by reason.
+    let series = "reconcile_host_plugin_fetch_failures_total{plugin=\"testbed\",\
+                  reason=\"ConfigMapKeyMissing\"}";
+    assert!(host.metric(series).await >= 1.0, "{series}");
     drop(host);
     let _ = plugins(&backend)
         .delete("testbed", &DeleteParams::default())

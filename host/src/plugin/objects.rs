@@ -29,6 +29,7 @@ use super::manifest::{PluginCondition, ReconcilerPlugin, ReconcilerPluginStatus}
 use super::module::hex_sha256;
 use super::oci::{OciError, Registry};
 use super::supervisor::{FailureStage, Plugins, SourceState};
+use crate::telemetry::Metrics;
 
 /// The largest module a ConfigMap may carry (the API server's limit on a ConfigMap's data).
 pub const CONFIG_MAP_MODULE_MAX: usize = 1024 * 1024;
@@ -201,7 +202,9 @@ impl PluginObjects {
                 }
             }
             if changed {
-                fetched = self.materialize(&objects, &fetched).await;
+                fetched = self
+                    .materialize(&objects, &fetched, plugins.metrics())
+                    .await;
             }
         }
     }
@@ -211,6 +214,7 @@ impl PluginObjects {
         &self,
         objects: &BTreeMap<String, ReconcilerPlugin>,
         before: &BTreeMap<String, Fetched>,
+        metrics: &Metrics,
     ) -> BTreeMap<String, Fetched> {
         let mut fetched = BTreeMap::new();
         for (name, object) in objects {
@@ -224,6 +228,7 @@ impl PluginObjects {
                     tracing::error!(plugin = %name, error = %crate::error_chain(error),
                         "cannot fetch the ReconcilerPlugin's module; what serves keeps serving");
                 }
+                metrics.plugin_fetch_failed(name, error.reason());
             }
             let generation = object.metadata.generation;
             fetched.insert(name.clone(), Fetched { generation, result });

@@ -67,6 +67,7 @@ struct Families {
     leader: Family<OneLabel, Gauge>,
     plugin_failures: Family<ResultLabels, Counter>,
     plugin_reloads: Family<ResultLabels, Counter>,
+    plugin_fetch_failures: Family<ResultLabels, Counter>,
     plugin_log_dropped_lines: Family<OneLabel, Counter>,
     plugin_log_dropped_bytes: Family<OneLabel, Counter>,
     plugin_hot_requeues: Family<OneLabel, Counter>,
@@ -92,6 +93,7 @@ impl Families {
             leader: Family::default(),
             plugin_failures: Family::default(),
             plugin_reloads: Family::default(),
+            plugin_fetch_failures: Family::default(),
             plugin_log_dropped_lines: Family::default(),
             plugin_log_dropped_bytes: Family::default(),
             plugin_hot_requeues: Family::default(),
@@ -175,6 +177,12 @@ impl Families {
             "Plugin loads and reloads (new, changed or removed module or manifest), by result: \
              success, or failure (the previous version keeps serving)",
             f.plugin_reloads.clone(),
+        );
+        registry.register(
+            "reconcile_host_plugin_fetch_failures",
+            "Failed fetches of a ReconcilerPlugin's module, by reason (RegistryUnreachable, \
+             PullFailed, ConfigMapUnreadable, …); the previous module keeps serving",
+            f.plugin_fetch_failures.clone(),
         );
         registry.register(
             "reconcile_host_plugin_log_dropped_lines",
@@ -339,6 +347,16 @@ impl Metrics {
             .families
             .plugin_hot_requeues
             .get_or_create_owned(&label("plugin", name))
+    }
+
+    /// `reconcile_host_plugin_fetch_failures_total{plugin="<name>",reason}`: counts one failed
+    /// fetch of a ReconcilerPlugin's module.
+    pub fn plugin_fetch_failed(&self, plugin: &str, reason: &str) {
+        self.inner
+            .families
+            .plugin_fetch_failures
+            .get_or_create(&[("plugin", plugin.to_owned()), ("reason", reason.to_owned())])
+            .inc();
     }
 
     /// `plugin_reloads_total{plugin="<name>",result}`: counts one (re)load of `plugin` with

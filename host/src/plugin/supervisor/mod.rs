@@ -195,6 +195,12 @@ impl Plugins {
         }
     }
 
+    /// The metrics the plugins report to.
+    #[must_use]
+    pub fn metrics(&self) -> &crate::telemetry::Metrics {
+        self.runtime.telemetry().metrics()
+    }
+
     /// Names and module digests of the running plugins.
     pub async fn running(&self) -> Vec<(String, String)> {
         self.running
