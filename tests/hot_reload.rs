@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::backend::Backend as ApiServer;
-use common::{eventually_async, stamps};
 use common::host::{Host, component, scratch};
+use common::{eventually_async, stamps};
 use embedded_apiserver::Config;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
