@@ -35,7 +35,7 @@ use crate::telemetry::Metrics;
 pub const CONFIG_MAP_MODULE_MAX: usize = 1024 * 1024;
 
 /// How often the state is compared with the objects' status (and written when it differs).
-const STATUS_PERIOD: Duration = Duration::from_secs(1);
+const STATUS_PERIOD: Duration = Duration::from_millis(250);
 
 /// How often ConfigMap sources are read again (their changes are not watched).
 const REFETCH_PERIOD: Duration = Duration::from_secs(10);
@@ -47,6 +47,8 @@ pub struct PluginObjects {
     registry: Option<Arc<Registry>>,
     dir: PathBuf,
     identity: String,
+    /// The last error writing each object's status, so that it is logged once.
+    status_failures: parking_lot::Mutex<BTreeMap<String, String>>,
 }
 
 /// Why an object's module could not be fetched.
@@ -148,6 +150,7 @@ impl PluginObjects {
             registry,
             dir,
             identity,
+            status_failures: parking_lot::Mutex::default(),
         })
     }
 
@@ -359,13 +362,24 @@ impl PluginObjects {
                 continue;
             }
             let patch = Patch::Merge(json!({"status": status}));
-            if let Err(error) = api
+            let result = api
                 .patch_status(name, &PatchParams::default(), &patch)
-                .await
-            {
-                tracing::warn!(plugin = %name, error = %crate::error_chain(&error),
-                    "cannot write the ReconcilerPlugin's status; grant the host patch on \
-                     reconcilerplugins/status");
+                .await;
+            let mut failures = self.status_failures.lock();
+            match result {
+                Ok(_) => {
+                    failures.remove(name);
+                }
+                Err(error) => {
+                    // Said once per distinct error, not at every tick.
+                    let message = crate::error_chain(&error);
+                    if failures.get(name) != Some(&message) {
+                        tracing::warn!(plugin = %name, error = %message,
+                            "cannot write the ReconcilerPlugin's status; grant the host patch \
+                             on reconcilerplugins/status");
+                        failures.insert(name.clone(), message);
+                    }
+                }
             }
         }
     }
