@@ -39,7 +39,7 @@ unit:
 	PATH="$(VENV)/bin:$$PATH" $(CARGO) test --workspace --locked
 
 ## The end-to-end tests again, against a real kube-apiserver and etcd (one per test binary;
-## tests/README.md says which tests need the embedded server and stay on it).
+## docs/testing.md says which tests need the embedded server and stay on it).
 .PHONY: e2e-real
 E2E_REAL_TESTS := example_plugins lang_c lang_go lang_javascript lang_python leader_fencing hot_reload \
 	in_cluster deployment rbac_enforced plugin_objects fidelity
