@@ -3,16 +3,14 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use common::backend::Backend as ApiServer;
 use common::host::{Host, component, scratch};
-use common::{eventually_async, stamps};
+use common::{churn, eventually_async};
 use embedded_apiserver::Config;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use kube::core::ObjectMeta;
 use serde_json::json;
 
@@ -91,19 +89,11 @@ fn reloads(plugin: &str, result: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_module_swapped_under_load_reconciles_every_object_at_its_latest_version() {
-    const OBJECTS: usize = 10_000;
     // Embedded only: bulk_load writes the objects without HTTP.
     let server = embedded_apiserver::ApiServer::start(Config::default())
         .await
         .expect("the embedded API server starts");
-    server
-        .bulk_load((0..OBJECTS).map(|i| {
-            json!({"apiVersion": "v1", "kind": "ConfigMap",
-                   "metadata": {"name": format!("cm-{i:05}"), "namespace": "default",
-                                "labels": {"load": "true"}},
-                   "data": {"v": "0"}})
-        }))
-        .expect("bulk load");
+    churn::load(&server);
     let dir = scratch("swap-under-load");
     let plugins = dir.join("plugins");
     // Every reconcile logs its stamp: the plugin may log as fast as it reconciles.
@@ -112,45 +102,12 @@ async fn a_module_swapped_under_load_reconciles_every_object_at_its_latest_versi
     host.wait_log(&["plugin loaded", "plugin=load"]).await;
 
     // A stream of updates while the module changes.
-    let api = config_maps(&server);
-    let updater = tokio::spawn(async move {
-        for round in 0..200 {
-            let name = format!("cm-{:05}", (round * 37) % OBJECTS);
-            let patch = json!({"data": {"v": round.to_string()}});
-            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .expect("patched");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    });
+    let updater = churn::updates(config_maps(&server), 200);
     replace_module(&plugin, &component("stamp"));
     host.wait_log(&["plugin module swapped", "plugin=load"])
         .await;
     updater.await.expect("updater");
-
-    let latest: HashMap<String, String> = config_maps(&server)
-        .list(&ListParams::default().labels("load=true"))
-        .await
-        .expect("list")
-        .items
-        .into_iter()
-        .map(|cm| {
-            let rv = cm.metadata.resource_version.expect("rv");
-            (cm.metadata.name.expect("name"), rv)
-        })
-        .collect();
-    assert_eq!(latest.len(), OBJECTS);
-    let missing = eventually_async("every object stamped at its latest version", || async {
-        let stamped = stamps(&host.log());
-        let missing: Vec<&String> = latest
-            .iter()
-            .filter(|(name, rv)| !stamped.get(*name).is_some_and(|rvs| rvs.contains(*rv)))
-            .map(|(name, _)| name)
-            .collect();
-        missing.is_empty().then_some(missing.len())
-    })
-    .await;
-    assert_eq!(missing, 0);
+    churn::every_object_stamped(&host, &config_maps(&server)).await;
     for reason in ["trap", "instantiate", "deadline", "memory", "error"] {
         let series =
             format!("reconcile_host_plugin_failures_total{{plugin=\"load\",reason=\"{reason}\"}}");

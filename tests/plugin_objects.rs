@@ -9,18 +9,15 @@ mod common;
 
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
 use common::backend::{Backend, Cluster};
 use common::host::{HOST_BINARY, Host, component, scratch, workspace};
 use common::registry::Registry;
-use common::{config_maps, crd_established, eventually_async, namespace, stamps};
+use common::{churn, config_maps, crd_established, eventually_async, namespace};
 use embedded_apiserver::Config;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{
-    Api, DeleteParams, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams,
-};
+use kube::api::{Api, DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
@@ -75,19 +72,12 @@ fn testbed_object(key: &str) -> Value {
 
 /// The testbed's manifest as a ReconcilerPlugin whose module comes from `source: value`.
 fn testbed_with(source: &str, value: Value) -> Value {
-    let path = workspace().join("host/tests/guests/testbed/plugin.yaml");
-    let mut spec: Value =
-        serde_yaml_ng::from_str(&std::fs::read_to_string(path).expect("manifest")).expect("YAML");
-    let fields = spec.as_object_mut().expect("a mapping");
-    fields.remove("name");
-    fields.remove("module");
-    fields.insert(source.to_owned(), value);
-    json!({
-        "apiVersion": "reconcile-host.dev/v1alpha1",
-        "kind": "ReconcilerPlugin",
-        "metadata": {"name": "testbed"},
-        "spec": spec,
-    })
+    example_object(
+        "host/tests/guests/testbed/plugin.yaml",
+        "testbed",
+        source,
+        value,
+    )
 }
 
 /// `reconcile-host push <module> <reference> --insecure`: the digest reference it printed.
@@ -616,19 +606,11 @@ async fn the_18_mb_python_replicator_is_delivered_from_a_registry_by_digest_and_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn objects_applied_changed_and_deleted_while_10_000_keys_churn_lose_no_key() {
-    const OBJECTS: usize = 10_000;
     // Embedded only: bulk_load writes the objects without HTTP.
     let server = embedded_apiserver::ApiServer::start(Config::default())
         .await
         .expect("the embedded API server starts");
-    server
-        .bulk_load((0..OBJECTS).map(|i| {
-            json!({"apiVersion": "v1", "kind": "ConfigMap",
-                   "metadata": {"name": format!("cm-{i:05}"), "namespace": "default",
-                                "labels": {"load": "true"}},
-                   "data": {"v": "0"}})
-        }))
-        .expect("bulk load");
+    churn::load(&server);
     let dir = scratch("plugin-objects-churn");
     let kubeconfig = dir.join("kubectl.kubeconfig");
     server.write_kubeconfig(&kubeconfig).expect("kubeconfig");
@@ -680,17 +662,7 @@ async fn objects_applied_changed_and_deleted_while_10_000_keys_churn_lose_no_key
 
     // A stream of updates while the module is swapped (the ConfigMap changed) and the spec
     // changed (the controller rebuilt, its queue handed over).
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let updater = tokio::spawn(async move {
-        for round in 0..300 {
-            let name = format!("cm-{:05}", (round * 37) % OBJECTS);
-            let patch = json!({"data": {"v": round.to_string()}});
-            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .expect("patched");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    });
+    let updater = churn::updates(Api::namespaced(client.clone(), "default"), 300);
     replace_module(&modules, std::fs::read(component("stamp")).expect("stamp")).await;
     host.wait_log(&["plugin module swapped", "plugin=load"])
         .await;
@@ -702,27 +674,7 @@ async fn objects_applied_changed_and_deleted_while_10_000_keys_churn_lose_no_key
     host.wait_log(&["plugin rebuilt", "plugin=load"]).await;
     updater.await.expect("updater");
 
-    let latest: Vec<(String, String)> = Api::<ConfigMap>::namespaced(client.clone(), "default")
-        .list(&ListParams::default().labels("load=true"))
-        .await
-        .expect("list")
-        .items
-        .into_iter()
-        .map(|cm| {
-            let rv = cm.metadata.resource_version.expect("rv");
-            (cm.metadata.name.expect("name"), rv)
-        })
-        .collect();
-    assert_eq!(latest.len(), OBJECTS);
-    eventually_async("every object stamped at its latest version", || async {
-        let stamped = stamps(&host.log());
-        let missing = latest
-            .iter()
-            .filter(|(name, rv)| !stamped.get(name).is_some_and(|rvs| rvs.contains(rv)))
-            .count();
-        (missing == 0).then_some(())
-    })
-    .await;
+    churn::every_object_stamped(&host, &Api::namespaced(client.clone(), "default")).await;
     for reason in ["trap", "instantiate", "deadline", "memory", "error"] {
         let series =
             format!("reconcile_host_plugin_failures_total{{plugin=\"load\",reason=\"{reason}\"}}");

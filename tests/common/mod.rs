@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod backend;
+pub mod churn;
 pub mod control_plane;
 pub mod host;
 pub mod process;
