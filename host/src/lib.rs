@@ -10,6 +10,7 @@ pub mod controller;
 pub mod dev;
 pub mod election;
 pub mod exit;
+pub mod file_changes;
 pub mod informer;
 pub mod plugin;
 pub mod queue;

@@ -6,12 +6,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use notify::{RecommendedWatcher, RecursiveMode, Watcher};
-use tokio::sync::mpsc;
+use notify::RecursiveMode;
 use tokio_util::sync::CancellationToken;
 
 use super::lifecycle::with_path;
 use super::{FailureStage, PluginError, Plugins, Running, SETTLE, SourceFailure};
+use crate::file_changes::FileChanges;
 use crate::plugin::loader::manifest_paths;
 use crate::plugin::manifest::Manifest;
 
@@ -21,19 +21,7 @@ impl Plugins {
     /// # Errors
     /// When the file watcher cannot be set up.
     pub async fn watch(self: Arc<Self>, stop: CancellationToken) -> Result<(), notify::Error> {
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let mut watcher = RecommendedWatcher::new(
-            move |event: notify::Result<notify::Event>| {
-                // Reads are not changes: the rescan itself opens the manifests and modules, and
-                // counting that would rescan every SETTLE for ever.
-                if let Ok(event) = event
-                    && !matches!(event.kind, notify::EventKind::Access(_))
-                {
-                    let _ = tx.send(true);
-                }
-            },
-            notify::Config::default(),
-        )?;
+        let mut changes = FileChanges::new(SETTLE)?;
         for source in &self.sources {
             let (path, mode) = if source.is_dir() {
                 (source.as_path(), RecursiveMode::Recursive)
@@ -43,7 +31,7 @@ impl Plugins {
                     RecursiveMode::NonRecursive,
                 )
             };
-            watcher.watch(path, mode)?;
+            changes.watch(path, mode)?;
             tracing::info!(path = %path.display(), "watching plugin sources");
         }
         // Modules kept elsewhere (e.g. a build's output directory) are watched too, so a
@@ -64,37 +52,32 @@ impl Plugins {
             .filter(|dir| !self.sources.iter().any(|source| dir.starts_with(source)))
             .collect();
         for dir in module_dirs {
-            match watcher.watch(&dir, RecursiveMode::NonRecursive) {
+            match changes.watch(&dir, RecursiveMode::NonRecursive) {
                 Ok(()) => tracing::info!(path = %dir.display(), "watching plugin modules"),
                 Err(error) => tracing::warn!(path = %dir.display(), %error,
                     "cannot watch a plugin module's directory; its changes need a manifest change"),
             }
         }
+        // What changed between the load and the watches being set up (files written by a
+        // concurrent writer, such as the ReconcilerPlugin objects' materializer) raised no
+        // event: compare once now, as an informer lists after it starts watching.
+        let mut changed = true;
         loop {
-            tokio::select! {
-                biased;
-                () = stop.cancelled() => return Ok(()),
-                event = rx.recv() => if event.is_none() { return Ok(()) },
-            }
-            // Settle: wait until no event arrived for SETTLE.
-            loop {
+            if changed {
+                // A rescan still running at shutdown is abandoned, not finished against a
+                // runtime that is stopping (its file reads would fail and be reported as reload
+                // errors).
                 tokio::select! {
+                    biased;
                     () = stop.cancelled() => return Ok(()),
-                    more = tokio::time::timeout(SETTLE, rx.recv()) => match more {
-                        Ok(Some(_)) => {}
-                        Ok(None) => return Ok(()),
-                        Err(_quiet) => break,
-                    },
+                    () = self.sync() => tracing::debug!("plugin sources rescanned"),
                 }
             }
-            tracing::debug!("plugin sources changed; rescanning");
-            // A rescan still running at shutdown is abandoned, not finished against a runtime
-            // that is stopping (its file reads would fail and be reported as reload errors).
-            tokio::select! {
-                biased;
-                () = stop.cancelled() => return Ok(()),
-                () = self.sync() => tracing::debug!("plugin sources rescanned"),
+            changed = changes.next(&stop).await;
+            if !changed {
+                return Ok(());
             }
+            tracing::debug!("plugin sources changed; rescanning");
         }
     }
 
