@@ -1,13 +1,18 @@
 //! `reconcile-host dev`, the README's "see it work" command: the real binary starts the embedded
-//! API server, loads every example (Rust, Python, JavaScript, C) side by side, applies their
-//! samples, and each example converges.
+//! API server and the dev registry, pushes every example (Rust, Python, JavaScript, C, Go) and
+//! declares it as a ReconcilerPlugin object, applies their samples, and each example converges;
+//! an edited example reaches the host through its object.
 
 mod common;
 
-use std::process::Stdio;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
 
 use common::eventually_async;
-use common::host::{Host, free_port, guests, scratch, scripted_component, tool, workspace};
+use common::host::{
+    Host, component, free_port, guests, scratch, scripted_component, tool, workspace,
+};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject};
@@ -44,6 +49,61 @@ fn build_examples() -> Vec<String> {
     names
 }
 
+/// `reconcile-host dev` on the examples in `examples`, its kubeconfig written to `kubeconfig`.
+fn dev(examples: &Path, kubeconfig: &Path) -> Host {
+    let mut command = tool("dev");
+    command
+        .current_dir(workspace())
+        .arg("--examples")
+        .arg(examples)
+        .arg("--kubeconfig-out")
+        .arg(kubeconfig)
+        .args(["--api-address", &format!("127.0.0.1:{}", free_port())])
+        .args(["--registry-address", &format!("127.0.0.1:{}", free_port())])
+        .args(["--metrics-address", &format!("127.0.0.1:{}", free_port())])
+        .env("RUST_LOG", "info")
+        .env_remove("RUST_BACKTRACE")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    Host::spawn(command)
+}
+
+/// Each ReconcilerPlugin's Ready condition and resolved digest as `kubectl get` prints them
+/// (waiting, bounded, until every one has a Ready condition).
+fn kubectl_ready(kubeconfig: &Path) -> BTreeMap<String, (String, String)> {
+    let deadline = std::time::Instant::now() + common::WAIT;
+    loop {
+        let output = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args([
+                "get",
+                "reconcilerplugins",
+                "-o",
+                "custom-columns=NAME:.metadata.name,READY:.status.conditions[?(@.type==\"Ready\")].status,DIGEST:.status.resolvedDigest",
+                "--no-headers",
+            ])
+            .output()
+            .expect("kubectl runs");
+        let text = String::from_utf8_lossy(&output.stdout);
+        let rows: BTreeMap<String, (String, String)> = text
+            .lines()
+            .filter_map(|line| {
+                let mut fields = line.split_whitespace();
+                let name = fields.next()?.to_owned();
+                Some((name, (fields.next()?.to_owned(), fields.next()?.to_owned())))
+            })
+            .collect();
+        let settled = output.status.success()
+            && !rows.is_empty()
+            && rows.values().all(|(ready, _)| ready == "True");
+        if settled || std::time::Instant::now() >= deadline {
+            return rows;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
 async fn client(kubeconfig: &std::path::Path) -> kube::Client {
     let kubeconfig = kube::config::Kubeconfig::read_from(kubeconfig).expect("kubeconfig");
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
@@ -61,18 +121,7 @@ async fn dev_runs_every_example_side_by_side_and_each_converges() {
     );
     let dir = scratch("dev");
     let kubeconfig = dir.join("kubeconfig");
-    let mut command = tool("dev");
-    command
-        .current_dir(workspace())
-        .arg("--kubeconfig-out")
-        .arg(&kubeconfig)
-        .args(["--api-address", &format!("127.0.0.1:{}", free_port())])
-        .args(["--metrics-address", &format!("127.0.0.1:{}", free_port())])
-        .env("RUST_LOG", "info")
-        .env_remove("RUST_BACKTRACE")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let host = Host::spawn(command);
+    let host = dev(&workspace().join("examples"), &kubeconfig);
     // Every example's plugin loads and its readiness check passes.
     for plugin in &plugins {
         let check = format!("[+]plugin/{plugin} ok");
@@ -85,6 +134,16 @@ async fn dev_runs_every_example_side_by_side_and_each_converges() {
         .await;
     }
     let client = client(&kubeconfig).await;
+
+    // `kubectl get reconcilerplugins` shows every example Ready, serving the digest it was
+    // pushed as.
+    let ready = kubectl_ready(&kubeconfig);
+    let names: Vec<&str> = ready.keys().map(String::as_str).collect();
+    assert_eq!(names, plugins, "kubectl get reconcilerplugins");
+    for (name, (ready, digest)) in &ready {
+        assert_eq!(ready, "True", "{name} is not Ready:\n{}", host.log());
+        assert!(digest.starts_with("sha256:"), "{name}'s digest: {digest}");
+    }
 
     // configmap-replicator (Rust) and configmap-replicator-python copy their sources.
     for source in ["shared-settings", "shared-settings-python"] {
@@ -127,4 +186,55 @@ async fn dev_runs_every_example_side_by_side_and_each_converges() {
             assert_eq!(host.metric(&series).await, 0.0, "{series}\n{}", host.log());
         }
     }
+}
+
+/// An edited example is pushed and declared again: its ReconcilerPlugin object takes the new
+/// spec and the host rebuilds the plugin's controller from it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edited_example_reaches_the_host_through_its_object() {
+    guests();
+    let dir = scratch("dev-edit");
+    let examples = dir.join("examples");
+    let website = examples.join("website");
+    std::fs::create_dir_all(website.join("samples")).expect("example dir");
+    for sample in ["crd.yaml", "website.yaml"] {
+        std::fs::copy(
+            workspace().join("examples/website/samples").join(sample),
+            website.join("samples").join(sample),
+        )
+        .expect("sample copied");
+    }
+    let manifest = common::host::manifest(
+        &website,
+        "examples/website/plugin.yaml",
+        &component("website"),
+        &[("concurrency", "1")],
+    );
+    std::fs::rename(&manifest, website.join("plugin.yaml")).expect("manifest in place");
+    let kubeconfig = dir.join("kubeconfig");
+    let host = dev(&examples, &kubeconfig);
+    host.wait_log(&["plugin added", "plugin=website"]).await;
+    let client = client(&kubeconfig).await;
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "reconcile-host.dev",
+        "v1alpha1",
+        "ReconcilerPlugin",
+    ));
+    let objects: Api<DynamicObject> = Api::all_with(client, &resource);
+    let concurrency = |object: &DynamicObject| object.data["spec"]["concurrency"].as_i64();
+    assert_eq!(
+        concurrency(&objects.get("website").await.expect("the website object")),
+        Some(1)
+    );
+
+    let text = std::fs::read_to_string(website.join("plugin.yaml")).expect("manifest");
+    let edited = text.replace("concurrency: 1", "concurrency: 4");
+    assert_ne!(text, edited, "the manifest sets concurrency: 1");
+    std::fs::write(website.join("plugin.yaml"), edited).expect("manifest edited");
+    eventually_async("the object to take the edited spec", || async {
+        let object = objects.get("website").await.ok()?;
+        (concurrency(&object) == Some(4)).then_some(())
+    })
+    .await;
+    host.wait_log(&["plugin rebuilt", "plugin=website"]).await;
 }

@@ -100,6 +100,18 @@ pub fn normalise(value: &mut Value) {
                     ("continue", Value::String(s)) if !s.is_empty() => {
                         *field = "<continue>".into();
                     }
+                    ("cells", Value::Array(_)) => {
+                        // A Table row's age ("0s", "1s"): the two servers answer a moment apart.
+                        if let Value::Array(cells) = field {
+                            for cell in cells.iter_mut() {
+                                if cell.as_str().is_some_and(is_short_age) {
+                                    *cell = "<age>".into();
+                                } else {
+                                    normalise(cell);
+                                }
+                            }
+                        }
+                    }
                     ("name", Value::String(name)) if generate_name.is_some() => {
                         let prefix = generate_name.as_deref().unwrap_or_default();
                         if name.starts_with(prefix) && name.len() > prefix.len() {
@@ -120,6 +132,12 @@ pub fn normalise(value: &mut Value) {
         }
         _ => {}
     }
+}
+
+/// An age of seconds as a Table cell prints it (`0s` to `119s`).
+fn is_short_age(text: &str) -> bool {
+    text.strip_suffix('s')
+        .is_some_and(|n| !n.is_empty() && n.len() <= 3 && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// RFC 3339 date-times (`2026-11-25T00:36:41Z`, with fractions or an offset).

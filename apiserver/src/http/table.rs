@@ -87,13 +87,22 @@ pub(crate) fn table(
     });
     if columns && !res.columns.is_empty() {
         let mut definitions = vec![json!({"name": "Name", "type": "string", "format": "name",
-            "priority": 0, "description": format!("Name of the {}", res.kind)})];
+            "priority": 0, "description": OBJECT_META_NAME})];
         definitions.extend(res.columns.iter().map(|c| {
+            let path = c
+                .get("jsonPath")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let description = c.get("description").cloned().unwrap_or_else(|| {
+                json!(format!(
+                    "Custom resource definition column (in JSONPath format): {path}"
+                ))
+            });
             json!({
                 "name": c.get("name").cloned().unwrap_or(json!("")),
                 "type": c.get("type").cloned().unwrap_or(json!("string")),
                 "format": c.get("format").cloned().unwrap_or(json!("")),
-                "description": c.get("description").cloned().unwrap_or(json!("")),
+                "description": description,
                 "priority": c.get("priority").cloned().unwrap_or(json!(0)),
             })
         }));
@@ -118,22 +127,35 @@ pub(crate) fn table(
     Bytes::from(t.to_string())
 }
 
+/// The API documentation of `metadata.name`, which upstream gives a custom resource's Name
+/// column.
+const OBJECT_META_NAME: &str = "Name must be unique within a namespace. Is required when \
+    creating resources, although some resources may allow a client to request the generation of \
+    an appropriate name automatically. Name is primarily intended for creation idempotence and \
+    configuration definition. Cannot be updated. More info: \
+    https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
+
 /// One row: the name and age cells, and the whole object.
 pub(crate) fn row(obj: &Value) -> Value {
     let name = obj.pointer("/metadata/name").cloned().unwrap_or(json!(""));
     let age = obj
         .pointer("/metadata/creationTimestamp")
         .and_then(Value::as_str)
-        .and_then(parse_rfc3339)
-        .map(|created| {
-            let now = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or_default();
-            human_duration(now.saturating_sub(created))
-        })
-        .unwrap_or_else(|| "<unknown>".into());
+        .map_or_else(|| "<unknown>".into(), age);
     json!({"cells": [name, age], "object": obj})
+}
+
+/// How long ago `timestamp` (RFC 3339) was, as upstream prints a date cell; `<invalid>` when it
+/// does not parse.
+fn age(timestamp: &str) -> String {
+    let Some(then) = parse_rfc3339(timestamp) else {
+        return "<invalid>".into();
+    };
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    human_duration(now.saturating_sub(then))
 }
 
 /// A built-in kind's printer column between Name and Age, as upstream prints it.
@@ -251,14 +273,37 @@ fn builtin_row(res: &Resource, obj: &Value) -> Value {
     row
 }
 
-/// One row of a custom resource with printer columns: the name, then each column's value.
+/// One row of a custom resource with printer columns: the name, then each column's value as
+/// upstream's table converter types it (a `date` column shows an age, a value of the wrong type
+/// is empty).
 fn custom_row(columns: &[Value], obj: Value) -> Value {
     let mut cells = vec![obj.pointer("/metadata/name").cloned().unwrap_or(json!(""))];
     for column in columns {
         let path = column.get("jsonPath").and_then(Value::as_str).unwrap_or("");
-        cells.push(json_path(&obj, path).cloned().unwrap_or(Value::Null));
+        let kind = column
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("string");
+        cells.push(json_path(&obj, path).map_or(Value::Null, |value| cell(kind, value)));
     }
     json!({"cells": cells, "object": obj})
+}
+
+/// A printer column's cell of type `kind` for `value`.
+fn cell(kind: &str, value: &Value) -> Value {
+    match (kind, value) {
+        (_, Value::Null) => Value::Null,
+        ("string", Value::String(text)) => json!(text),
+        ("string", other) => json!(other.to_string()),
+        ("integer", Value::Number(n)) => n
+            .as_i64()
+            .or_else(|| n.as_f64().map(|f| f as i64))
+            .map_or(Value::Null, |i| json!(i)),
+        ("number", Value::Number(n)) => n.as_f64().map_or(Value::Null, |f| json!(f)),
+        ("boolean", Value::Bool(b)) => json!(b),
+        ("date", Value::String(text)) => json!(age(text)),
+        _ => Value::Null,
+    }
 }
 
 /// The value at a CRD printer column's JSONPath: `.a.b`, `.a[0]`, `.a[?(@.k=="v")].b`; the
@@ -290,13 +335,28 @@ fn json_path<'a>(mut value: &'a Value, path: &str) -> Option<&'a Value> {
     Some(value)
 }
 
-/// kubectl's short duration format: `42s`, `5m`, `3h`, `2d`.
+/// An age as upstream's `HumanDuration` prints it: `42s`, `2m5s`, `10m`, `5h30m`, `20h`,
+/// `3d4h`, `30d`, `2y10d`.
 fn human_duration(secs: u64) -> String {
+    let (minutes, hours) = (secs / 60, secs / 3600);
+    let (days, years) = (hours / 24, hours / 24 / 365);
+    let with = |big: u64, unit: &str, small: u64, small_unit: &str| {
+        if small == 0 {
+            format!("{big}{unit}")
+        } else {
+            format!("{big}{unit}{small}{small_unit}")
+        }
+    };
     match secs {
         s if s < 120 => format!("{s}s"),
-        s if s < 3600 * 3 => format!("{}m", s / 60),
-        s if s < 86_400 * 2 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86_400),
+        _ if minutes < 10 => with(minutes, "m", secs % 60, "s"),
+        _ if minutes < 180 => format!("{minutes}m"),
+        _ if hours < 8 => with(hours, "h", minutes % 60, "m"),
+        _ if hours < 48 => format!("{hours}h"),
+        _ if hours < 24 * 8 => with(days, "d", hours % 24, "h"),
+        _ if hours < 24 * 365 * 2 => format!("{days}d"),
+        _ if hours < 24 * 365 * 8 => with(years, "y", days % 365, "d"),
+        _ => format!("{years}y"),
     }
 }
 
@@ -344,9 +404,44 @@ mod tests {
     }
 
     #[test]
-    fn ages_use_kubectl_units() {
-        assert_eq!(human_duration(5), "5s");
-        assert_eq!(human_duration(600), "10m");
-        assert_eq!(human_duration(86_400 * 3), "3d");
+    fn ages_use_upstream_units() {
+        let cases = [
+            (5, "5s"),
+            (119, "119s"),
+            (125, "2m5s"),
+            (180, "3m"),
+            (600, "10m"),
+            (3 * 3600 + 1800, "3h30m"),
+            (8 * 3600 + 60, "8h"),
+            (86_400 * 3, "3d"),
+            (86_400 * 3 + 3600 * 4, "3d4h"),
+            (86_400 * 30, "30d"),
+            (86_400 * 740, "2y10d"),
+            (86_400 * 365 * 9, "9y"),
+        ];
+        for (secs, age) in cases {
+            assert_eq!(human_duration(secs), age, "{secs} s");
+        }
+    }
+
+    #[test]
+    fn printer_column_cells_are_typed_as_upstream_types_them() {
+        assert_eq!(
+            cell("date", &json!("1970-01-01T00:00:00Z")),
+            json!(human_duration(
+                SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .expect("after 1970")
+                    .as_secs()
+            ))
+        );
+        assert_eq!(cell("date", &json!("yesterday")), json!("<invalid>"));
+        assert_eq!(cell("date", &json!(5)), Value::Null);
+        assert_eq!(cell("integer", &json!(2.9)), json!(2));
+        assert_eq!(cell("integer", &json!("2")), Value::Null);
+        assert_eq!(cell("number", &json!(2)), json!(2.0));
+        assert_eq!(cell("boolean", &json!(true)), json!(true));
+        assert_eq!(cell("string", &json!(3)), json!("3"));
+        assert_eq!(cell("string", &json!("True")), json!("True"));
     }
 }

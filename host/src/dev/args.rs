@@ -8,8 +8,8 @@ use clap::Args;
 /// Flags of `dev`.
 #[derive(Debug, Args)]
 pub struct DevArgs {
-    /// Directory of examples: each `<name>/plugin.yaml` is loaded and each
-    /// `<name>/samples/*.yaml` applied.
+    /// Directory of examples: each `<name>/plugin.yaml` is declared as a ReconcilerPlugin (its
+    /// component pushed to the dev registry) and each `<name>/samples/*.yaml` applied.
     #[arg(long, default_value = "examples", value_name = "DIR")]
     pub examples: PathBuf,
     /// Where to write the kubeconfig of the embedded API server.
@@ -18,6 +18,10 @@ pub struct DevArgs {
     /// Address of the embedded API server (HTTPS; the kubeconfig points here).
     #[arg(long, default_value = "127.0.0.1:6443", value_name = "ADDR")]
     pub api_address: SocketAddr,
+    /// Address of the in-memory OCI registry the examples' components are pushed to (plain
+    /// HTTP, loopback).
+    #[arg(long, default_value = "127.0.0.1:5001", value_name = "ADDR")]
+    pub registry_address: SocketAddr,
     /// Address of /metrics, /healthz and /readyz.
     #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
     pub metrics_address: SocketAddr,

@@ -9,6 +9,10 @@ use std::process::ExitCode;
 
 mod args;
 #[cfg(feature = "dev-server")]
+mod examples;
+#[cfg(feature = "dev-server")]
+mod registry;
+#[cfg(feature = "dev-server")]
 mod server;
 
 pub use args::DevArgs;

@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -12,8 +13,10 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery;
 use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
 
 use super::args::DevArgs;
+use super::examples::Examples;
 use crate::config::HostConfig;
 
 /// How long `dev` waits for a freshly created CRD's kind to be served.
@@ -56,16 +59,41 @@ pub(super) async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
     let applied = apply_samples(&client, &samples).await?;
     tracing::info!(objects = applied, files = samples.len(), "samples applied");
 
+    let listener = tokio::net::TcpListener::bind(args.registry_address)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot start the dev registry on {}; pass another --registry-address",
+                args.registry_address
+            )
+        })?;
+    let registry = super::registry::serve(listener)?.to_string();
+
     let kubeconfig =
         std::path::absolute(&args.kubeconfig_out).unwrap_or_else(|_| args.kubeconfig_out.clone());
-    println!("{}", banner(&kubeconfig, &manifests, args.metrics_address));
-
     let mut config = HostConfig {
-        kubeconfig: Some(kubeconfig),
-        plugins: manifests,
+        kubeconfig: Some(kubeconfig.clone()),
+        plugin_objects: true,
         module_cache: args.module_cache,
         ..HostConfig::default()
     };
+    config.oci.insecure_registries.push(registry.clone());
+    let examples = Arc::new(Examples {
+        client: client.clone(),
+        config: config.clone(),
+        registry: registry.clone(),
+        manifests: manifests.clone(),
+    });
+    examples.install_crd().await?;
+    let declared = examples.declare().await?;
+    tracing::info!(examples = declared, %registry, "examples pushed and declared as ReconcilerPlugins");
+    let stop = CancellationToken::new();
+    Arc::clone(&examples).follow(&args.examples, stop.clone());
+    println!(
+        "{}",
+        banner(&kubeconfig, &manifests, &registry, args.metrics_address)
+    );
+
     config.leader_election.enabled = false;
     config.telemetry.address = args.metrics_address;
     config.client.qps = 50.0;
@@ -73,31 +101,35 @@ pub(super) async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
     config.plugin_client.qps = 50.0;
     config.plugin_client.burst = 100;
     let code = crate::serve::run(config).await;
+    stop.cancel();
     server.shutdown().await;
     code
 }
 
-fn banner(kubeconfig: &Path, manifests: &[PathBuf], metrics: SocketAddr) -> String {
+fn banner(kubeconfig: &Path, manifests: &[PathBuf], registry: &str, metrics: SocketAddr) -> String {
     let plugins: Vec<String> = manifests
         .iter()
         .map(|path| format!("    {}", path.display()))
         .collect();
     let kc = kubeconfig.display();
     format!(
-        "\nreconcile-host dev: an in-memory API server with the example plugins\n\
-         \n  plugins:\n{}\n\
+        "\nreconcile-host dev: an in-memory API server and registry with the example plugins\n\
+         \n  plugins (ReconcilerPlugin objects, components in {registry}/examples/<name>):\n{}\n\
          \n  kubeconfig: {kc}\n  metrics:    http://{metrics}/metrics\n\
          \n  try, in another terminal:\n\
          \x20   export KUBECONFIG={kc}\n\
+         \x20   kubectl get reconcilerplugins                         # every example Ready\n\
          \x20   kubectl get websites,deployments,services             # website (Rust)\n\
          \x20   kubectl patch website hello --type merge -p '{{\"spec\":{{\"replicas\":3}}}}'\n\
          \x20   kubectl get website hello -o jsonpath='{{.status}}'\n\
          \x20   kubectl get websites.js.example.com hello-js -o yaml   # website-js (JavaScript)\n\
+         \x20   kubectl get websites.go.example.com hello-go -o yaml   # website-go (Go)\n\
          \x20   kubectl get configmaps -A -l replicator.example.com/copy-of   # configmap-replicator \
          (Rust) and configmap-replicator-python\n\
          \x20   kubectl delete configmap shared-settings\n\
          \x20   kubectl get configmaps -n ttl-demo --watch             # ttl-reaper-c (C) deletes \
          short-lived after 2 minutes\n\
+         \n  An edited example (its plugin.yaml, or any file under it) is pushed and declared again.\
          \n  Ctrl-C stops (drains reconciles first).\n",
         plugins.join("\n")
     )
@@ -159,7 +191,7 @@ async fn apply_samples(client: &kube::Client, files: &[PathBuf]) -> anyhow::Resu
     Ok(objects.len())
 }
 
-async fn apply(client: &kube::Client, object: &DynamicObject) -> anyhow::Result<()> {
+pub(super) async fn apply(client: &kube::Client, object: &DynamicObject) -> anyhow::Result<()> {
     let types = object
         .types
         .as_ref()

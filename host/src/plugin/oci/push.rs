@@ -135,24 +135,34 @@ pub async fn pull(args: PullArgs) -> ExitCode {
     }
 }
 
-/// Checks the component, builds the CNCF layout and pushes it; the digest reference.
+/// Runs `push` with its flags applied to the host configuration.
 async fn publish(args: &PushArgs) -> anyhow::Result<String> {
     let config = args.registry.resolve(&args.reference)?;
-    let reference = Reference::from_str(&args.reference).with_context(|| {
-        format!(
-            "`{}` is not a reference like <registry>/<repository>:<tag>",
-            args.reference
-        )
+    publish_component(&config, &args.component, &args.reference).await
+}
+
+/// Checks `component`, builds the CNCF layout and pushes it to `target`
+/// (`<registry>/<repository>:<tag>`) with `config`'s registry settings; the digest reference.
+///
+/// # Errors
+/// When the reference is not a tag reference, the component is not a reconciler or the
+/// registry refuses it.
+pub async fn publish_component(
+    config: &HostConfig,
+    component: &Path,
+    target: &str,
+) -> anyhow::Result<String> {
+    let reference = Reference::from_str(target).with_context(|| {
+        format!("`{target}` is not a reference like <registry>/<repository>:<tag>")
     })?;
     if reference.digest().is_some() {
         anyhow::bail!(
-            "`{}` names a digest; push to a tag (`<registry>/<repository>:<tag>`), the digest \
-             is printed",
-            args.reference
+            "`{target}` names a digest; push to a tag (`<registry>/<repository>:<tag>`), the \
+             digest is printed"
         );
     }
-    let bytes = read_component(&args.component)?;
-    let config_json = component_config(&args.component, &bytes, &config).await?;
+    let bytes = read_component(component)?;
+    let config_json = component_config(component, &bytes, config).await?;
     let oci = &config.oci;
     // The store is unused by a push; any directory will do.
     let registry = Registry::new(oci, std::env::temp_dir())?;
@@ -160,7 +170,7 @@ async fn publish(args: &PushArgs) -> anyhow::Result<String> {
     let auth = registry.credentials().for_registry(&registry_name);
     let client = registry.client().await?;
     client.store_auth_if_needed(&registry_name, &auth).await;
-    let failed = |what, error| OciError::from_client(&registry_name, &args.reference, what, error);
+    let failed = |what, error| OciError::from_client(&registry_name, target, what, error);
     let layer_digest = format!("sha256:{}", hex_encode(Sha256::digest(&bytes)));
     let config_digest = format!("sha256:{}", hex_encode(Sha256::digest(&config_json)));
     let layer = OciDescriptor {
