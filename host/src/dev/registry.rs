@@ -56,6 +56,7 @@ fn router() -> Router {
     Router::new()
         .route("/v2/", axum::routing::get(|| async { "{}" }))
         .route("/v2/{*path}", axum::routing::any(route))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BLOB))
         .with_state(Shared::default())
 }
 
