@@ -27,6 +27,8 @@ use serde_json::Value;
 const NAMESPACE: &str = "reconcile-system";
 /// The example plugin shipped as a component.
 const PLUGIN: &str = "configmap-replicator";
+/// The example plugin shipped from a registry, as a ReconcilerPlugin object.
+const REGISTRY_PLUGIN: &str = "website";
 /// What one ConfigMap may hold, data and binaryData together.
 const CONFIG_MAP_LIMIT: usize = 1024 * 1024;
 
@@ -1000,22 +1002,94 @@ fn documents(yaml: &str) -> Vec<Value> {
 
 #[test]
 fn the_shipped_plugin_rbac_is_what_reconcile_host_rbac_prints_for_its_manifest() {
-    let dir = workspace().join("deploy/plugins").join(PLUGIN);
-    let out = Command::new(common::host::HOST_BINARY)
-        .args(["rbac", "--name", &format!("reconcile-host-plugin-{PLUGIN}")])
-        .arg(dir.join("plugin.yaml"))
-        .output()
-        .expect("reconcile-host runs");
+    for (plugin, manifest) in [
+        (PLUGIN, "plugin.yaml"),
+        (REGISTRY_PLUGIN, "reconcilerplugin.yaml"),
+    ] {
+        let dir = workspace().join("deploy/plugins").join(plugin);
+        let out = Command::new(common::host::HOST_BINARY)
+            .args(["rbac", "--name", &format!("reconcile-host-plugin-{plugin}")])
+            .arg(dir.join(manifest))
+            .output()
+            .expect("reconcile-host runs");
+        assert!(
+            out.status.success(),
+            "reconcile-host rbac failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let printed = documents(&String::from_utf8(out.stdout).expect("UTF-8"));
+        let shipped =
+            documents(&std::fs::read_to_string(dir.join("rbac.yaml")).expect("rbac.yaml"));
+        assert_eq!(
+            shipped, printed,
+            "deploy/plugins/{plugin}/rbac.yaml is not what `reconcile-host rbac` prints for \
+             {manifest}; regenerate it with the command in its header"
+        );
+    }
+}
+
+/// The plugin shipped from a registry (`deploy/plugins/website`): the website example's
+/// manifest as a ReconcilerPlugin whose component comes from a registry, the example's CRD, and
+/// its RBAC; applied after the base, the API server accepts the object under the generated CRD.
+#[tokio::test]
+async fn the_registry_plugin_declares_the_website_example_with_its_crd_and_rbac() {
+    let dir = scratch("deploy-registry-plugin");
+    let tree = deploy_tree(&dir);
+    let kustomization = tree.join("plugins").join(REGISTRY_PLUGIN);
+    let rendered = render(&dir, &kustomization).await;
+
+    let object = find(&rendered, "ReconcilerPlugin", REGISTRY_PLUGIN);
+    let mut spec = object["spec"].clone();
+    let reference = spec
+        .as_object_mut()
+        .and_then(|fields| fields.remove("oci"))
+        .expect("the component comes from a registry (spec.oci)");
+    let reference = reference.as_str().expect("a reference");
     assert!(
-        out.status.success(),
-        "reconcile-host rbac failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+        reference.contains('/') && (reference.contains(':') || reference.contains('@')),
+        "{reference} is not <registry>/<repository>:<tag> or @<digest>"
     );
-    let printed = documents(&String::from_utf8(out.stdout).expect("UTF-8"));
-    let shipped = documents(&std::fs::read_to_string(dir.join("rbac.yaml")).expect("rbac.yaml"));
+    let example = workspace().join("examples").join(REGISTRY_PLUGIN);
+    let mut manifest: Value = serde_yaml_ng::from_str(
+        &std::fs::read_to_string(example.join("plugin.yaml")).expect("the example's manifest"),
+    )
+    .expect("YAML");
+    let fields = manifest.as_object_mut().expect("a mapping");
+    fields.remove("name");
+    fields.remove("module");
     assert_eq!(
-        shipped, printed,
-        "deploy/plugins/{PLUGIN}/rbac.yaml is not what `reconcile-host rbac` prints for the \
-         manifest; regenerate it with the command in its header"
+        spec, manifest,
+        "deploy/plugins/{REGISTRY_PLUGIN}/reconcilerplugin.yaml's spec differs from the \
+         example's manifest beyond `name`, `module` and `oci`; copy the change over"
     );
+    let crd = documents(
+        &std::fs::read_to_string(example.join("samples/crd.yaml")).expect("the example's CRD"),
+    );
+    assert_eq!(
+        find(
+            &rendered,
+            "CustomResourceDefinition",
+            "websites.example.com"
+        ),
+        &crd[0],
+        "deploy/plugins/{REGISTRY_PLUGIN}/crd.yaml differs from the example's"
+    );
+    find(
+        &rendered,
+        "ClusterRole",
+        &format!("reconcile-host-plugin-{REGISTRY_PLUGIN}"),
+    );
+
+    let server = backend(&dir).await;
+    let base = tree.join("base");
+    apply(&dir, &base).await;
+    let stored = apply(&dir, &kustomization).await;
+    assert_eq!(identities(&stored), identities(&rendered));
+    assert_eq!(
+        find(&stored, "ReconcilerPlugin", REGISTRY_PLUGIN)["spec"],
+        object["spec"],
+        "the API server keeps the spec as written"
+    );
+    remove(&dir, &kustomization, &server).await;
+    remove(&dir, &base, &server).await;
 }
