@@ -285,6 +285,14 @@ async fn a_reused_go_instance_reconciles_many_large_objects_without_a_trap() {
     for i in 0..OBJECTS {
         let mut object = common::config_map(&format!("large-{i}"), &value);
         object.metadata.labels = Some([("noop-go".to_owned(), "true".to_owned())].into());
+        // The key `decode` makes the guest decode the object (the third copy).
+        object.data = Some(
+            [
+                ("v".to_owned(), value.clone()),
+                ("decode".to_owned(), "yes".to_owned()),
+            ]
+            .into(),
+        );
         config_maps
             .create(&PostParams::default(), &object)
             .await
