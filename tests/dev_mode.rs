@@ -238,3 +238,23 @@ async fn an_edited_example_reaches_the_host_through_its_object() {
     .await;
     host.wait_log(&["plugin rebuilt", "plugin=website"]).await;
 }
+
+/// The dev registry takes pushes from anyone who reaches it, so `dev` refuses to serve it on
+/// anything but loopback, naming the fix.
+#[test]
+fn dev_refuses_a_registry_address_off_loopback() {
+    let dir = scratch("dev-registry-address");
+    let out = tool("dev")
+        .current_dir(workspace())
+        .arg("--kubeconfig-out")
+        .arg(dir.join("kubeconfig"))
+        .args(["--registry-address", "0.0.0.0:0"])
+        .output()
+        .expect("reconcile-host runs");
+    assert!(!out.status.success(), "dev served its registry on 0.0.0.0");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("is not a loopback address") && stderr.contains("127.0.0.1:<port>"),
+        "{stderr}"
+    );
+}

@@ -27,6 +27,13 @@ const CRD_READY: Duration = Duration::from_secs(10);
 /// # Errors
 /// When the API server cannot start, a sample cannot be applied or a plugin cannot load.
 pub(super) async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
+    if !args.registry_address.ip().is_loopback() {
+        anyhow::bail!(
+            "--registry-address {} is not a loopback address; the dev registry has no \
+             authentication and takes pushes from anyone who reaches it: give 127.0.0.1:<port>",
+            args.registry_address
+        );
+    }
     let manifests = crate::plugin::loader::manifest_paths(std::slice::from_ref(&args.examples))
         .with_context(|| {
             format!(
