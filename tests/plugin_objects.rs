@@ -418,6 +418,9 @@ async fn a_plugin_object_from_a_registry_tag_is_pinned_to_its_digest_and_serves_
         .expect("patched");
     let status = condition(&backend, "Fetched", "False").await;
     assert_eq!(find(&status, "Degraded")["status"], "True", "{status}");
+    // The digest the first tag resolved to is not this spec's: it is not left in status, where
+    // it would pin the new spec to the old module.
+    assert!(status["resolvedDigest"].is_null(), "{status}");
     // The tag pushed: the plugin resolves it for generation 2 and is Ready again.
     let pinned2 = push(&testbed, &tag2);
     let digest2 = pinned2.rsplit_once('@').expect("a digest").1.to_owned();

@@ -20,7 +20,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::jiff::{Timestamp, Unit};
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::json;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -36,6 +36,10 @@ pub const CONFIG_MAP_MODULE_MAX: usize = 1024 * 1024;
 
 /// How often the state is compared with the objects' status (and written when it differs).
 const STATUS_PERIOD: Duration = Duration::from_millis(250);
+
+/// The longest one object's module may take to fetch (a registry that trickles bytes would
+/// otherwise hold every other object's changes and status).
+const FETCH_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How often ConfigMap sources are read again (their changes are not watched).
 const REFETCH_PERIOD: Duration = Duration::from_secs(10);
@@ -90,6 +94,12 @@ enum FetchError {
     NoRegistry,
     #[error("set exactly one module source: `oci` or `configMap`")]
     NoSource,
+    #[error(
+        "fetching the module took longer than {} s (a registry or API server too slow to \
+         answer); it is tried again at the next change or refetch",
+        FETCH_TIMEOUT.as_secs()
+    )]
+    TimedOut,
     #[error("cannot write the plugin's files under {path}: {source}")]
     Write {
         path: PathBuf,
@@ -107,6 +117,7 @@ impl FetchError {
             Self::Registry(_) => "PullFailed",
             Self::NoRegistry => "RegistryUnavailable",
             Self::NoSource => "NoModuleSource",
+            Self::TimedOut => "FetchTimedOut",
             Self::Write { .. } => "WriteFailed",
         }
     }
@@ -169,7 +180,8 @@ impl PluginObjects {
         stop: CancellationToken,
     ) {
         let api: Api<ReconcilerPlugin> = Api::all(self.client.clone());
-        let mut events = std::pin::pin!(watcher(api.clone(), watcher::Config::default()));
+        let mut events =
+            std::pin::pin!(watcher(api.clone(), watcher::Config::default()).default_backoff());
         let mut objects: BTreeMap<String, ReconcilerPlugin> = BTreeMap::new();
         let mut listing: Option<BTreeMap<String, ReconcilerPlugin>> = None;
         let mut fetched: BTreeMap<String, Fetched> = BTreeMap::new();
@@ -221,7 +233,9 @@ impl PluginObjects {
     ) -> BTreeMap<String, Fetched> {
         let mut fetched = BTreeMap::new();
         for (name, object) in objects {
-            let result = self.fetch(name, object).await;
+            let result = tokio::time::timeout(FETCH_TIMEOUT, self.fetch(name, object))
+                .await
+                .unwrap_or(Err(FetchError::TimedOut));
             if let Err(error) = &result {
                 let already = before
                     .get(name)
@@ -361,7 +375,7 @@ impl PluginObjects {
             if status == old {
                 continue;
             }
-            let patch = Patch::Merge(json!({"status": status}));
+            let patch = Patch::Merge(status_patch(&status));
             let result = api
                 .patch_status(name, &PatchParams::default(), &patch)
                 .await;
@@ -523,6 +537,24 @@ fn status(
     }
 }
 
+/// The merge patch that makes an object's status `status`: a field `status` leaves empty is
+/// written as null (or an empty list), so what an earlier status said there (a digest resolved
+/// for an earlier spec, replicas that served) does not stay behind.
+fn status_patch(status: &ReconcilerPluginStatus) -> serde_json::Value {
+    let mut value = serde_json::to_value(status).unwrap_or_default();
+    if let Some(fields) = value.as_object_mut() {
+        fields
+            .entry("observedGeneration")
+            .or_insert(serde_json::Value::Null);
+        fields
+            .entry("resolvedDigest")
+            .or_insert(serde_json::Value::Null);
+        fields.entry("conditions").or_insert(json!([]));
+        fields.entry("replicas").or_insert(json!([]));
+    }
+    json!({ "status": value })
+}
+
 /// The longest condition message written (an error chain can be long; the log has it whole).
 const MESSAGE_MAX: usize = 2048;
 
@@ -537,4 +569,30 @@ fn bounded(mut message: String) -> String {
         message.push_str(" …");
     }
     message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_patch_clears_what_the_status_leaves_empty() {
+        let patch = status_patch(&ReconcilerPluginStatus {
+            observed_generation: Some(2),
+            ..ReconcilerPluginStatus::default()
+        });
+        assert_eq!(
+            patch,
+            json!({"status": {"observedGeneration": 2, "resolvedDigest": null,
+                              "conditions": [], "replicas": []}})
+        );
+        let serving = status_patch(&ReconcilerPluginStatus {
+            observed_generation: Some(2),
+            resolved_digest: Some("sha256:1".to_owned()),
+            conditions: Vec::new(),
+            replicas: vec!["host-a".to_owned()],
+        });
+        assert_eq!(serving["status"]["resolvedDigest"], "sha256:1");
+        assert_eq!(serving["status"]["replicas"], json!(["host-a"]));
+    }
 }

@@ -161,10 +161,8 @@ impl Registry {
     pub async fn pull(&self, reference: &str, pin: Option<&str>) -> Result<Pulled, OciError> {
         let parsed = parse(reference)?;
         let registry = parsed.resolve_registry().to_owned();
-        let wanted = match (pin, parsed.digest()) {
-            (Some(pin), _) => Some(pin.to_owned()),
-            (None, digest) => digest.map(str::to_owned),
-        };
+        // A digest in the reference is what was asked for; a pin stands in only for a tag.
+        let wanted = parsed.digest().or(pin).map(str::to_owned);
         let target = match &wanted {
             Some(digest) => {
                 if digest_hex(digest).is_none() {
@@ -290,6 +288,12 @@ impl Registry {
             source,
         };
         let failed = |error| OciError::from_client(registry, reference, "layer", error);
+        // The layer is fetched from the registry only: a descriptor's `urls` (foreign layers)
+        // would send the host to any address the manifest names.
+        let layer = &OciDescriptor {
+            urls: None,
+            ..layer.clone()
+        };
         let mut stream = self
             .client()
             .await?
@@ -470,6 +474,34 @@ mod tests {
             parse("r.example/x@sha256:abc"),
             Err(OciError::InvalidReference { .. })
         ));
+    }
+
+    /// A pin (a tag's earlier resolution) never overrides the digest a reference names: the
+    /// module pulled before under the reference's digest is served from the cache (no request:
+    /// the registry here is unreachable), whatever the pin says.
+    #[tokio::test]
+    async fn a_reference_digest_wins_over_a_pin() {
+        let dir = std::env::temp_dir().join(format!("oci-pin-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let registry = Registry::new(&OciSettings::default(), dir.clone()).expect("registry");
+        let module = b"\0asm module bytes";
+        let layer_hex = cache::hex_encode(Sha256::digest(module));
+        let manifest_hex = "a".repeat(64);
+        std::fs::create_dir_all(&dir).expect("cache dir");
+        std::fs::write(registry.store().module_path(&layer_hex), module).expect("module");
+        registry
+            .store()
+            .record_manifest(&manifest_hex, &format!("sha256:{layer_hex}"))
+            .expect("manifest record");
+        let reference = format!("127.0.0.1:1/plugins/x@sha256:{manifest_hex}");
+        let pin = format!("sha256:{}", "b".repeat(64));
+        let pulled = registry
+            .pull(&reference, Some(&pin))
+            .await
+            .expect("served from the cache");
+        assert_eq!(pulled.digest, format!("sha256:{manifest_hex}"));
+        assert!(pulled.from_cache);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
