@@ -16,16 +16,13 @@ use reconcile_host::plugin::supervisor::Plugins;
 use reconcile_host::runtime::{Runtime, RuntimeSettings};
 use tokio_util::sync::CancellationToken;
 
-/// A plugin written after the sources were loaded but before they are watched (as the
-/// ReconcilerPlugin objects' files can be, by a writer running beside the supervisor) raises no
-/// file event; the watch still finds it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_plugin_written_between_the_load_and_the_watch_is_loaded() {
-    let server = ApiServer::start(Config::default())
-        .await
-        .expect("the embedded API server starts");
+/// The plugins over `sources` against a fresh embedded API server, loaded; the runtime task
+/// and the supervisor (not yet watching).
+async fn supervisor(
+    server: &ApiServer,
+    sources: Vec<std::path::PathBuf>,
+) -> (Arc<Plugins>, Runtime) {
     let client = server.kube_client().expect("client");
-    let dir = scratch("written-before-the-watch");
     let runtime = Runtime::new(
         client.clone(),
         RuntimeSettings {
@@ -38,40 +35,92 @@ async fn a_plugin_written_between_the_load_and_the_watch_is_loaded() {
         runtime.clone(),
         ModuleLoader::new(engine),
         Arc::new(KubeApi::new(client)) as SharedApi,
-        vec![dir.clone()],
+        sources,
     ));
-    assert_eq!(plugins.load_all().await.expect("loads"), 0);
+    plugins.load_all().await.expect("loads");
+    (plugins, runtime)
+}
 
-    let plugin_dir = dir.join("late");
+/// Writes the noop plugin `name` as `<dir>/<name>/plugin.yaml`; the manifest's path.
+fn noop_plugin(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let plugin_dir = dir.join(name);
     std::fs::create_dir_all(&plugin_dir).expect("plugin dir");
     std::fs::copy(component("noop"), plugin_dir.join("module.wasm")).expect("module");
+    let manifest = plugin_dir.join("plugin.yaml");
     std::fs::write(
-        plugin_dir.join("plugin.yaml"),
-        "name: late\nmodule: module.wasm\nfor: {apiVersion: v1, kind: ConfigMap}\n",
+        &manifest,
+        format!("name: {name}\nmodule: module.wasm\nfor: {{apiVersion: v1, kind: ConfigMap}}\n"),
     )
     .expect("manifest");
+    manifest
+}
 
-    let stop = CancellationToken::new();
-    let watching = tokio::spawn(Arc::clone(&plugins).watch(stop.clone()));
-    let running = tokio::spawn(runtime.run(stop.clone()));
-    let names = eventually_async("the plugin written before the watch to load", || async {
+/// The names of the running plugins, once `expected` of them run.
+async fn running(plugins: &Plugins, expected: usize) -> Vec<String> {
+    eventually_async(&format!("{expected} plugins running"), || async {
         let names: Vec<String> = plugins
             .running()
             .await
             .into_iter()
             .map(|(n, _)| n)
             .collect();
-        (!names.is_empty()).then_some(names)
+        (names.len() == expected).then_some(names)
     })
-    .await;
-    assert_eq!(names, ["late"]);
+    .await
+}
+
+/// A manifest file given as a source and then deleted keeps its plugin running and holds up no
+/// other source: a plugin added to a directory source afterwards loads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_manifest_file_source_keeps_its_plugin_and_blocks_no_other_source() {
+    let server = ApiServer::start(Config::default())
+        .await
+        .expect("the embedded API server starts");
+    let dir = scratch("deleted-file-source");
+    let file_source = noop_plugin(&dir.join("files"), "from-file");
+    let directory = dir.join("directory");
+    std::fs::create_dir_all(&directory).expect("directory source");
+    let (plugins, runtime) =
+        supervisor(&server, vec![file_source.clone(), directory.clone()]).await;
+    let stop = CancellationToken::new();
+    let watching = tokio::spawn(Arc::clone(&plugins).watch(stop.clone()));
+    let runtime = tokio::spawn(runtime.run(stop.clone()));
+    assert_eq!(running(&plugins, 1).await, ["from-file"]);
+
+    std::fs::remove_file(&file_source).expect("manifest file deleted");
+    noop_plugin(&directory, "added-later");
+    let mut names = running(&plugins, 2).await;
+    names.sort();
+    assert_eq!(names, ["added-later", "from-file"]);
     stop.cancel();
-    watching
+    watching.await.expect("watch task").expect("the watch ends");
+    runtime
         .await
-        .expect("the watch task")
-        .expect("the watch ends cleanly");
-    running
+        .expect("runtime task")
+        .expect("the runtime stops");
+}
+
+/// A plugin written after the sources were loaded but before they are watched (as the
+/// ReconcilerPlugin objects' files can be, by a writer running beside the supervisor) raises no
+/// file event; the watch still finds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_written_between_the_load_and_the_watch_is_loaded() {
+    let server = ApiServer::start(Config::default())
         .await
-        .expect("the runtime task")
+        .expect("the embedded API server starts");
+    let dir = scratch("written-before-the-watch");
+    let (plugins, runtime) = supervisor(&server, vec![dir.clone()]).await;
+    assert!(plugins.running().await.is_empty());
+
+    noop_plugin(&dir, "late");
+    let stop = CancellationToken::new();
+    let watching = tokio::spawn(Arc::clone(&plugins).watch(stop.clone()));
+    let runtime = tokio::spawn(runtime.run(stop.clone()));
+    assert_eq!(running(&plugins, 1).await, ["late"]);
+    stop.cancel();
+    watching.await.expect("watch task").expect("the watch ends");
+    runtime
+        .await
+        .expect("runtime task")
         .expect("the runtime stops");
 }

@@ -84,15 +84,30 @@ impl Plugins {
     /// Compares the sources with what runs and applies the differences; failures are
     /// reported and leave the previous version serving.
     pub async fn sync(&self) {
-        let manifests = match manifest_paths(&self.sources) {
-            Ok(manifests) => manifests,
-            Err(error) => {
-                tracing::warn!(error = %error, "cannot list the plugin manifests; nothing changed");
-                return;
+        // Each source on its own: one that cannot be listed (a manifest file gone, a directory
+        // unreadable) keeps what runs from it and holds up no other source.
+        let mut manifests = Vec::new();
+        let mut unlisted = Vec::new();
+        for source in &self.sources {
+            match manifest_paths(std::slice::from_ref(source)) {
+                Ok(found) => manifests.extend(found),
+                Err(error) => {
+                    tracing::warn!(source = %source.display(), %error,
+                        "cannot list plugin manifests; what runs from there keeps running");
+                    unlisted.push(source);
+                }
             }
-        };
+        }
         let mut running = self.running.lock().await;
         let mut seen: HashMap<String, PathBuf> = HashMap::new();
+        for (name, plugin) in running.iter() {
+            if unlisted
+                .iter()
+                .any(|source| plugin.path.starts_with(source))
+            {
+                seen.insert(name.clone(), plugin.path.clone());
+            }
+        }
         for path in manifests {
             let text = match std::fs::read_to_string(&path) {
                 Ok(text) => text,
