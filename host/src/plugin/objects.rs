@@ -137,6 +137,8 @@ struct Module {
     resolved: String,
     /// The sha256 of the component's bytes (hex), as the supervisor reports what serves.
     content: String,
+    /// The manifest file written for the spec, as the supervisor reports what serves.
+    manifest: String,
 }
 
 impl PluginObjects {
@@ -277,6 +279,7 @@ impl PluginObjects {
             Module {
                 resolved: format!("sha256:{content}"),
                 content,
+                manifest: String::new(),
             }
         } else if let Some(reference) = spec.get("oci").and_then(|r| r.as_str()) {
             let registry = self.registry.as_ref().ok_or(FetchError::NoRegistry)?;
@@ -305,6 +308,7 @@ impl PluginObjects {
             Module {
                 resolved: pulled.digest,
                 content,
+                manifest: String::new(),
             }
         } else {
             return Err(FetchError::NoSource);
@@ -320,7 +324,10 @@ impl PluginObjects {
         }
         let text = serde_yaml_ng::to_string(&manifest).unwrap_or_default();
         write_if_changed(&dir, &dir.join("plugin.yaml"), text.as_bytes())?;
-        Ok(module)
+        Ok(Module {
+            manifest: text,
+            ..module
+        })
     }
 
     /// The component in the ConfigMap `source` names.
@@ -465,7 +472,12 @@ fn status(
     let failure = state.failure.as_ref();
     let failed = |stage: FailureStage| failure.filter(|f| f.stage == stage);
     let module = fetch.result.as_ref().ok();
-    let serving_this = module.is_some_and(|m| state.serving.as_deref() == Some(&m.content));
+    // This spec's module and manifest both serve (a spec change alone is not served until the
+    // supervisor has applied the new manifest).
+    let serving_this = module.is_some_and(|m| {
+        state.serving.as_deref() == Some(&m.content)
+            && state.serving_manifest.as_deref() == Some(&m.manifest)
+    });
     match &fetch.result {
         Ok(module) => condition(
             "Fetched",
@@ -574,6 +586,77 @@ fn bounded(mut message: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plugin::supervisor::SourceFailure;
+
+    fn fetched(generation: i64, content: &str, manifest: &str) -> Fetched {
+        Fetched {
+            generation: Some(generation),
+            result: Ok(Module {
+                resolved: format!("sha256:{content}"),
+                content: content.to_owned(),
+                manifest: manifest.to_owned(),
+            }),
+        }
+    }
+
+    fn serving(content: &str, manifest: &str, failure: Option<FailureStage>) -> SourceState {
+        SourceState {
+            serving: Some(content.to_owned()),
+            serving_manifest: Some(manifest.to_owned()),
+            failure: failure.map(|stage| SourceFailure {
+                stage,
+                message: "grants[0]: no such verb".to_owned(),
+            }),
+        }
+    }
+
+    fn condition<'a>(status: &'a ReconcilerPluginStatus, type_: &str) -> (&'a str, &'a str) {
+        let c = (status.conditions.iter())
+            .find(|c| c.type_ == type_)
+            .expect("the condition");
+        (c.status.as_str(), c.reason.as_str())
+    }
+
+    #[test]
+    fn ready_only_once_the_specs_module_and_manifest_both_serve() {
+        let old = ReconcilerPluginStatus::default();
+        let done = status(
+            &fetched(1, "aa", "m1"),
+            &serving("aa", "m1", None),
+            &old,
+            "h",
+        );
+        assert_eq!(condition(&done, "Ready"), ("True", "Serving"));
+        assert_eq!(condition(&done, "Degraded"), ("False", "AsDeclared"));
+        assert_eq!(done.replicas, ["h"]);
+
+        // The spec changed (same module): not Ready until the new manifest serves.
+        let pending = status(
+            &fetched(2, "aa", "m2"),
+            &serving("aa", "m1", None),
+            &old,
+            "h",
+        );
+        assert_eq!(condition(&pending, "Ready"), ("False", "Loading"));
+        assert_eq!(condition(&pending, "Compiled"), ("Unknown", "Pending"));
+
+        // The new spec refused while the old one serves: degraded, the reason named.
+        let refused = status(
+            &fetched(2, "aa", "m2"),
+            &serving("aa", "m1", Some(FailureStage::Manifest)),
+            &old,
+            "h",
+        );
+        assert_eq!(condition(&refused, "Ready"), ("False", "LoadFailed"));
+        assert_eq!(
+            condition(&refused, "GrantsValid"),
+            ("False", "InvalidManifest")
+        );
+        assert_eq!(
+            condition(&refused, "Degraded"),
+            ("True", "PreviousVersionServes")
+        );
+    }
 
     #[test]
     fn a_status_patch_clears_what_the_status_leaves_empty() {

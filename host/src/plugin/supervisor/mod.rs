@@ -129,6 +129,8 @@ pub struct SourceFailure {
 pub struct SourceState {
     /// The digest of the module serving from this source, if one does.
     pub serving: Option<String>,
+    /// The text of the manifest serving from this source, if one does.
+    pub serving_manifest: Option<String>,
     /// The last failure since the source last loaded.
     pub failure: Option<SourceFailure>,
 }
@@ -186,11 +188,18 @@ impl Plugins {
     /// What the plugin source `path` (a manifest file) is doing: the module serving from it,
     /// and its last failure since it last loaded.
     pub async fn source_state(&self, path: &std::path::Path) -> SourceState {
-        let serving = (self.running.lock().await.values())
+        let (serving, serving_manifest) = (self.running.lock().await.values())
             .find(|running| running.path == path)
-            .map(|running| running.plugin.module().digest().to_owned());
+            .map(|running| {
+                (
+                    running.plugin.module().digest().to_owned(),
+                    running.manifest_text.clone(),
+                )
+            })
+            .unzip();
         SourceState {
             serving,
+            serving_manifest,
             failure: self.failures.lock().get(path).cloned(),
         }
     }
