@@ -157,7 +157,13 @@ impl PluginObjects {
             Err(error) if error.kind() != std::io::ErrorKind::NotFound => return Err(error),
             _ => {}
         }
-        std::fs::create_dir_all(&dir)?;
+        // Created afresh, private to this user: a directory someone else made in its place
+        // (a shared temporary directory) is an error, never used.
+        if let Some(parent) = dir.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+            .create(&dir)?;
         Ok(Self {
             client,
             registry,
@@ -656,6 +662,26 @@ mod tests {
             condition(&refused, "Degraded"),
             ("True", "PreviousVersionServes")
         );
+    }
+
+    #[tokio::test]
+    async fn the_objects_directory_is_made_afresh_and_private() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = std::env::temp_dir().join(format!("objects-dir-test-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("left-over")).expect("an old directory");
+        let client = kube::Client::try_from(kube::Config::new(
+            "http://127.0.0.1:1".parse().expect("a URL"),
+        ))
+        .expect("a client");
+        let objects = PluginObjects::new(client, None, dir.clone(), "h".to_owned())
+            .expect("the directory is prepared");
+        assert!(!dir.join("left-over").exists(), "what it held is gone");
+        let mode = std::fs::metadata(objects.dir())
+            .expect("made")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
