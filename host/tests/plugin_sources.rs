@@ -55,6 +55,36 @@ fn noop_plugin(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
     manifest
 }
 
+/// The supervisor watching its sources and the runtime running, until [`Watching::stop`].
+struct Watching {
+    stop: CancellationToken,
+    watch: tokio::task::JoinHandle<Result<(), notify::Error>>,
+    runtime: tokio::task::JoinHandle<Result<(), reconcile_host::runtime::RuntimeError>>,
+}
+
+impl Watching {
+    fn start(plugins: &Arc<Plugins>, runtime: Runtime) -> Self {
+        let stop = CancellationToken::new();
+        Self {
+            watch: tokio::spawn(Arc::clone(plugins).watch(stop.clone())),
+            runtime: tokio::spawn(runtime.run(stop.clone())),
+            stop,
+        }
+    }
+
+    async fn stop(self) {
+        self.stop.cancel();
+        self.watch
+            .await
+            .expect("watch task")
+            .expect("the watch ends");
+        self.runtime
+            .await
+            .expect("runtime task")
+            .expect("the runtime stops");
+    }
+}
+
 /// The names of the running plugins, once `expected` of them run.
 async fn running(plugins: &Plugins, expected: usize) -> Vec<String> {
     eventually_async(&format!("{expected} plugins running"), || async {
@@ -82,9 +112,7 @@ async fn a_deleted_manifest_file_source_keeps_its_plugin_and_blocks_no_other_sou
     std::fs::create_dir_all(&directory).expect("directory source");
     let (plugins, runtime) =
         supervisor(&server, vec![file_source.clone(), directory.clone()]).await;
-    let stop = CancellationToken::new();
-    let watching = tokio::spawn(Arc::clone(&plugins).watch(stop.clone()));
-    let runtime = tokio::spawn(runtime.run(stop.clone()));
+    let running_host = Watching::start(&plugins, runtime);
     assert_eq!(running(&plugins, 1).await, ["from-file"]);
 
     std::fs::remove_file(&file_source).expect("manifest file deleted");
@@ -92,12 +120,7 @@ async fn a_deleted_manifest_file_source_keeps_its_plugin_and_blocks_no_other_sou
     let mut names = running(&plugins, 2).await;
     names.sort();
     assert_eq!(names, ["added-later", "from-file"]);
-    stop.cancel();
-    watching.await.expect("watch task").expect("the watch ends");
-    runtime
-        .await
-        .expect("runtime task")
-        .expect("the runtime stops");
+    running_host.stop().await;
 }
 
 /// A plugin written after the sources were loaded but before they are watched (as the
@@ -113,14 +136,7 @@ async fn a_plugin_written_between_the_load_and_the_watch_is_loaded() {
     assert!(plugins.running().await.is_empty());
 
     noop_plugin(&dir, "late");
-    let stop = CancellationToken::new();
-    let watching = tokio::spawn(Arc::clone(&plugins).watch(stop.clone()));
-    let runtime = tokio::spawn(runtime.run(stop.clone()));
+    let running_host = Watching::start(&plugins, runtime);
     assert_eq!(running(&plugins, 1).await, ["late"]);
-    stop.cancel();
-    watching.await.expect("watch task").expect("the watch ends");
-    runtime
-        .await
-        .expect("runtime task")
-        .expect("the runtime stops");
+    running_host.stop().await;
 }
