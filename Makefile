@@ -6,7 +6,7 @@ CARGO ?= cargo
 VENV := $(CURDIR)/.venv
 # Components (wasm32-wasip2): the examples and the guests the tests load.
 EXAMPLES := -p configmap-replicator -p website
-TEST_GUESTS := -p testbed -p noop -p wrong-world -p stamp -p always-trap -p hostile
+TEST_GUESTS := -p testbed -p noop -p wrong-world -p stamp -p always-trap -p hostile -p ledger
 WASM := --release --target wasm32-wasip2
 # Components in other languages (Python, JavaScript, C): each `build.sh` installs its pinned
 # toolchain when missing and writes `target/guests/<name>.wasm`.

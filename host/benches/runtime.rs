@@ -311,6 +311,7 @@ fn spec() -> ControllerSpec {
         resync: None,
         workers: WORKERS,
         limiter: ControllerLimiter::default(),
+        placement: reconcile_host::shard::Placement::Keys,
     }
 }
 
@@ -442,6 +443,7 @@ async fn failover(timing: Timing) {
                         release_on_cancel: true,
                     },
                     exit_on_loss: false,
+                    sharded: false,
                 }),
                 drain_timeout: Duration::from_secs(5),
             },

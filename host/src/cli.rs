@@ -77,6 +77,11 @@ pub struct RunArgs {
     /// Elect one active replica through a Lease [default: true].
     #[arg(long, env = "RECONCILE_HOST_LEADER_ELECT", value_name = "BOOL")]
     pub leader_elect: Option<bool>,
+    /// How the replicas share the work: `leader` (one replica dispatches every key) or
+    /// `sharded` (each live replica dispatches its share, placed by consistent hashing)
+    /// [default: leader].
+    #[arg(long, env = "RECONCILE_HOST_ELECTION_MODE", value_name = "MODE")]
+    pub election_mode: Option<crate::config::ElectionMode>,
     /// Name of the Lease [default: reconcile-host].
     #[arg(long, env = "RECONCILE_HOST_LEASE_NAME")]
     pub lease_name: Option<String>,
@@ -155,6 +160,7 @@ impl RunArgs {
             self.service_account_dir.clone().map(Some),
         );
         set(&mut le.enabled, self.leader_elect);
+        set(&mut le.mode, self.election_mode);
         set(&mut le.lease_name, self.lease_name.clone());
         set(
             &mut le.lease_namespace,

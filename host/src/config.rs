@@ -106,8 +106,10 @@ impl HostConfig {
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct LeaderElectionConfig {
-    /// Whether replicas elect one leader (off: this replica always dispatches).
+    /// Whether replicas coordinate through Leases (off: this replica always dispatches).
     pub enabled: bool,
+    /// How they share the work: one leader, or sharded over every live replica.
+    pub mode: ElectionMode,
     /// The Lease's name.
     pub lease_name: String,
     /// The Lease's namespace; `None` for the host's own namespace: in a pod the service
@@ -130,6 +132,7 @@ impl Default for LeaderElectionConfig {
     fn default() -> Self {
         Self {
             enabled: true,
+            mode: ElectionMode::Leader,
             lease_name: "reconcile-host".to_owned(),
             lease_namespace: None,
             lease_duration: Duration::from_secs(15),
@@ -138,6 +141,19 @@ impl Default for LeaderElectionConfig {
             exit_on_loss: false,
         }
     }
+}
+
+/// `leaderElection.mode`: how replicas share the work.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "camelCase")]
+pub enum ElectionMode {
+    /// One replica (the holder of the Lease `leaseName`) dispatches every key; the others wait
+    /// warm.
+    #[default]
+    Leader,
+    /// Every replica holds a Lease `<leaseName>-<identity>` and dispatches its share of the
+    /// keys (docs/sharding.md).
+    Sharded,
 }
 
 /// `telemetry:` settings.

@@ -17,6 +17,7 @@ pub mod queue;
 pub mod rbac;
 pub mod runtime;
 pub mod serve;
+pub mod shard;
 pub mod telemetry;
 pub mod tools;
 

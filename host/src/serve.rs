@@ -96,11 +96,18 @@ async fn host(
             release_on_cancel: true,
         },
         exit_on_loss: config.leader_election.exit_on_loss,
+        sharded: config.leader_election.mode == crate::config::ElectionMode::Sharded,
     });
     if let Some(election) = &election {
-        tracing::info!(identity = %election.config.identity,
-            lease = %format!("{}/{}", election.lease_namespace, election.lease_name),
-            "campaigning for leadership");
+        if election.sharded {
+            tracing::info!(identity = %election.config.identity,
+                ring = %format!("{}/{}", election.lease_namespace, election.lease_name),
+                "sharded: dispatching this replica's share of the keys");
+        } else {
+            tracing::info!(identity = %election.config.identity,
+                lease = %format!("{}/{}", election.lease_namespace, election.lease_name),
+                "campaigning for leadership");
+        }
     }
     let telemetry = Telemetry::new();
     let serving = CancellationToken::new();

@@ -128,6 +128,7 @@ fn spec(name: &str) -> ControllerSpec {
         resync: None,
         workers: 2,
         limiter: ControllerLimiter::default(),
+        placement: reconcile_host::shard::Placement::Keys,
     }
 }
 
@@ -284,6 +285,7 @@ fn election(identity: &str) -> RuntimeSettings {
                 release_on_cancel: true,
             },
             exit_on_loss: false,
+            sharded: false,
         }),
         drain_timeout: Duration::from_secs(5),
     }

@@ -12,7 +12,7 @@ use super::WAIT;
 use super::backend::Cluster;
 
 /// Every guest crate the tests load.
-const GUESTS: [&str; 8] = [
+const GUESTS: [&str; 9] = [
     "testbed",
     "noop",
     "wrong-world",
@@ -21,6 +21,7 @@ const GUESTS: [&str; 8] = [
     "configmap-replicator",
     "website",
     "hostile",
+    "ledger",
 ];
 
 /// The `reconcile-host` binary under test: the host package's own binary in the host's tests,

@@ -72,6 +72,7 @@ where
             Method::GET | Method::HEAD | Method::OPTIONS
         );
         if !read && !self.fence.is_open() {
+            self.fence.refuse_write();
             return Box::pin(std::future::ready(Err(BoxError::from(Fenced))));
         }
         let call = self.inner.call(request);
@@ -118,8 +119,10 @@ mod tests {
         api.create(&PostParams::default(), &object)
             .await
             .expect("written while open");
+        assert_eq!(fence.refused(), 1);
         fence.close();
         assert!(api.delete("fenced", &Default::default()).await.is_err());
+        assert_eq!(fence.refused(), 2);
         assert!(api.get_opt("fenced").await.expect("read").is_some());
     }
 }

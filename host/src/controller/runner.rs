@@ -13,6 +13,7 @@ use super::key::ObjectKey;
 use super::reconciler::{Action, ObjectLookup, Reconciler, Request};
 use crate::election::Fence;
 use crate::queue::{Completion, RateLimitingQueue};
+use crate::shard::{Gate, Placement};
 
 /// How a reconcile ended, as controller-runtime labels it in `controller_runtime_reconcile_total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,6 +48,8 @@ struct Shared<R: Reconciler> {
     lookup: Box<dyn ObjectLookup<R::Object>>,
     metrics: Arc<dyn ReconcileMetrics>,
     fence: Fence,
+    /// Sharded mode: which keys are this replica's.
+    gate: Option<(Arc<Gate>, Placement)>,
 }
 
 /// Reconciles the keys of one queue with a fixed number of workers.
@@ -109,6 +112,7 @@ impl<R: Reconciler> Controller<R> {
                 lookup: Box::new(lookup),
                 metrics,
                 fence: Fence::always_open(),
+                gate: None,
             }),
             workers: workers.max(1),
         }
@@ -120,6 +124,16 @@ impl<R: Reconciler> Controller<R> {
     pub fn with_fence(mut self, fence: Fence) -> Self {
         if let Some(shared) = Arc::get_mut(&mut self.shared) {
             shared.fence = fence;
+        }
+        self
+    }
+
+    /// Sharded mode: dispatches only the keys `gate` admits (it checks the fence too); the
+    /// others are dropped when taken, for the replica that owns them has them queued.
+    #[must_use]
+    pub fn with_gate(mut self, gate: Arc<Gate>, placement: Placement) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.gate = Some((gate, placement));
         }
         self
     }
@@ -164,7 +178,20 @@ async fn worker<R: Reconciler>(
                 None => return,
             },
         };
-        if !shared.fence.is_open() {
+        let ticket = match &shared.gate {
+            Some((gate, placement)) => {
+                let Some(ticket) = gate.admit(&shared.name, *placement, &key.to_string()) else {
+                    // Another replica's key (it requeues it from its own cache when it takes
+                    // it over), or this replica's lease lapsed.
+                    queue.forget(&key);
+                    queue.done(&key);
+                    continue;
+                };
+                Some(ticket)
+            }
+            None => None,
+        };
+        if ticket.is_none() && !shared.fence.is_open() {
             // The lease lapsed by this replica's clock: hand the key back and wait for the
             // term to end (the elector is about to notice).
             queue.add(key.clone());
@@ -181,18 +208,29 @@ async fn worker<R: Reconciler>(
         let span = tracing::info_span!("reconcile", controller = %shared.name, key = %key);
         shared.metrics.active_workers(1);
         let started = Instant::now();
+        let revoked = async {
+            match &ticket {
+                Some(ticket) => ticket.revoked().cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
         let result = tokio::select! {
             biased;
             () = abort.cancelled() => None,
+            () = revoked => None,
             result = shared.reconciler.reconcile(request).instrument(span.clone()) => Some(result),
         };
         let elapsed = started.elapsed();
         shared.metrics.active_workers(-1);
+        drop(ticket);
         let Some(result) = result else {
             // Aborted mid-reconcile: hand the key back so the next run reconciles it.
             queue.add(key.clone());
             queue.done(&key);
-            return;
+            if abort.is_cancelled() {
+                return;
+            }
+            continue;
         };
         let (completion, outcome) = match result {
             Ok(Action::Done) => (Completion::Done, Outcome::Success),

@@ -31,6 +31,8 @@ struct Inner {
     /// Nanoseconds after `base` until which the fence is open; 0: closed; `u64::MAX`: always
     /// open.
     until: AtomicU64,
+    /// Writes refused while closed.
+    refused: AtomicU64,
 }
 
 impl Fence {
@@ -51,6 +53,7 @@ impl Fence {
             inner: Arc::new(Inner {
                 base: Instant::now(),
                 until: AtomicU64::new(until),
+                refused: AtomicU64::new(0),
             }),
         }
     }
@@ -68,6 +71,17 @@ impl Fence {
     /// Closes the fence now.
     pub fn close(&self) {
         self.inner.until.store(0, Ordering::Release);
+    }
+
+    /// Counts a write refused because the fence was closed.
+    pub fn refuse_write(&self) {
+        self.inner.refused.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Writes refused so far.
+    #[must_use]
+    pub fn refused(&self) -> u64 {
+        self.inner.refused.load(Ordering::Relaxed)
     }
 
     /// Whether this replica may dispatch and write now.

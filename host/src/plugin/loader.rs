@@ -54,6 +54,7 @@ pub fn controller_spec(manifest: &Manifest) -> ControllerSpec {
         resync: manifest.resync,
         workers: manifest.concurrency,
         limiter: manifest.rate_limiter,
+        placement: manifest.placement,
     }
 }
 

@@ -13,7 +13,12 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::informer::{Scope, Subscription};
-use crate::telemetry::ScrapeHook;
+use crate::shard::Assignment;
+use crate::telemetry::{ScrapeHook, ShardMetrics};
+
+/// Sharded mode: queues the cached keys `now` admits and `before` did not; returns how many
+/// keys `now` admits.
+pub(super) type Rescan = Box<dyn Fn(&Assignment, &Assignment) -> usize + Send + Sync>;
 
 /// A boxed future of a controller's run.
 pub(super) type Work<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
@@ -36,6 +41,7 @@ pub(super) struct Slot {
     pub(super) subscriptions: Vec<Subscription>,
     pub(super) scopes: Vec<Scope>,
     pub(super) scrape: ScrapeHook,
+    rescan: Rescan,
     running: Option<Running>,
 }
 
@@ -45,12 +51,14 @@ impl Slot {
         subscriptions: Vec<Subscription>,
         scopes: Vec<Scope>,
         scrape: ScrapeHook,
+        rescan: Rescan,
     ) -> Self {
         Self {
             runnable,
             subscriptions,
             scopes,
             scrape,
+            rescan,
             running: None,
         }
     }
@@ -94,6 +102,24 @@ impl Controllers {
         }
         slots.insert(name.to_owned(), slot);
         Ok(())
+    }
+
+    /// Sharded mode: every controller reports how many cached keys `now` gives it (and queues
+    /// those `before` did not).
+    pub(super) fn rescan(&self, before: &Assignment, now: &Assignment, metrics: &ShardMetrics) {
+        let slots = self.slots.lock();
+        for (name, slot) in slots.iter() {
+            metrics.keys_owned(name, (slot.rescan)(before, now));
+        }
+    }
+
+    /// Sharded mode: the assignment changed from `before` to `now`; every controller queues the
+    /// cached keys it gained.
+    pub(super) fn requeue_gained(&self, before: &Assignment, now: &Assignment) {
+        let slots = self.slots.lock();
+        for slot in slots.values() {
+            (slot.rescan)(before, now);
+        }
     }
 
     /// Starts every controller in `term`.

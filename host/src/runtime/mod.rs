@@ -17,6 +17,7 @@ use crate::election::{
 };
 use crate::informer::{CachedObject, Predicates, Scope, enqueue_controller, enqueue_self};
 use crate::queue::{ControllerLimiter, RateLimitingQueue};
+use crate::shard::{Assignment, Gate, MemberSettings, Placement, Sharding};
 use crate::telemetry::Telemetry;
 
 use controllers::{Controllers, Runnable, Slot, Term, Work};
@@ -71,6 +72,8 @@ pub struct ControllerSpec {
     pub workers: usize,
     /// How failed and requeued keys are delayed.
     pub limiter: ControllerLimiter,
+    /// Sharded mode: how its keys are placed on the replicas.
+    pub placement: Placement,
 }
 
 /// Leader election settings for the runtime.
@@ -84,6 +87,9 @@ pub struct ElectionSettings {
     pub config: ElectionConfig,
     /// Whether to exit (instead of campaigning again) after losing leadership.
     pub exit_on_loss: bool,
+    /// Sharded mode: every replica holds a membership Lease `<lease_name>-<identity>` and
+    /// dispatches its share of the keys, instead of one leader dispatching them all.
+    pub sharded: bool,
 }
 
 /// How the runtime runs.
@@ -139,6 +145,9 @@ struct Inner {
     /// Open while this replica may dispatch and write: always without election, else while its
     /// lease is valid by its own clock.
     fence: Fence,
+    /// Sharded mode: the membership, until `run` takes it, and the gate dispatch passes.
+    sharding: parking_lot::Mutex<Option<Sharding>>,
+    gate: Option<Arc<Gate>>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -170,9 +179,27 @@ impl Runtime {
         } else {
             Fence::always_open()
         };
+        let sharding = settings
+            .election
+            .as_ref()
+            .filter(|election| election.sharded)
+            .map(|election| {
+                Sharding::new(
+                    MemberSettings {
+                        namespace: election.lease_namespace.clone(),
+                        ring: election.lease_name.clone(),
+                        config: election.config.clone(),
+                    },
+                    fence.clone(),
+                    telemetry.metrics().sharding(&election.lease_name),
+                )
+            });
+        let gate = sharding.as_ref().map(Sharding::gate);
         Self {
             inner: Arc::new(Inner {
                 fence,
+                sharding: parking_lot::Mutex::new(sharding),
+                gate,
                 registry: InformerRegistry::new(client.clone()),
                 client,
                 election_client: std::sync::OnceLock::new(),
@@ -283,16 +310,44 @@ impl Runtime {
             ));
         }
         let store = Arc::clone(primary.store());
-        let controller = Controller::with_metrics(
+        let lookup = Arc::clone(&store);
+        let mut controller = Controller::with_metrics(
             &spec.name,
             queue.clone(),
             reconciler,
-            move |key: &ObjectKey| store.get(key),
+            move |key: &ObjectKey| lookup.get(key),
             spec.workers,
             metrics.controller(&spec.name, spec.workers),
         )
         .with_fence(self.fence());
-        let slot = Slot::new(Arc::new(controller), subscriptions, scopes, scrape);
+        if let Some(gate) = &self.inner.gate {
+            controller = controller.with_gate(Arc::clone(gate), spec.placement);
+        }
+        let rescan = {
+            let (name, queue, placement) = (spec.name.clone(), queue.clone(), spec.placement);
+            move |before: &Assignment, now: &Assignment| {
+                let mut owned = 0;
+                for object in store.list() {
+                    let key = object.key();
+                    let text = key.to_string();
+                    let ring_key = placement.ring_key(&text);
+                    if now.admits(&name, ring_key) {
+                        owned += 1;
+                        if !before.admits(&name, ring_key) {
+                            queue.add(key);
+                        }
+                    }
+                }
+                owned
+            }
+        };
+        let slot = Slot::new(
+            Arc::new(controller),
+            subscriptions,
+            scopes,
+            scrape,
+            Box::new(rescan),
+        );
         if let Err(slot) = self.inner.controllers.insert(&spec.name, slot) {
             drop(slot.subscriptions);
             for scope in &slot.scopes {
@@ -381,6 +436,11 @@ impl Runtime {
             self.serve_term(&CancellationToken::new(), &shutdown).await;
             return Ok(());
         };
+        let sharding = self.inner.sharding.lock().take();
+        if let Some(sharding) = sharding {
+            self.serve_sharded(sharding, &election, &shutdown).await;
+            return Ok(());
+        }
         let lock = KubeLease::new(
             self.inner
                 .election_client
@@ -425,6 +485,53 @@ impl Runtime {
         result
     }
 
+    /// Sharded mode: dispatches through the gate while the membership runs; on shutdown drains,
+    /// then leaves the ring.
+    async fn serve_sharded(
+        &self,
+        sharding: Sharding,
+        election: &ElectionSettings,
+        shutdown: &CancellationToken,
+    ) {
+        let client = self
+            .inner
+            .election_client
+            .get()
+            .unwrap_or(&self.inner.client)
+            .clone();
+        let metrics = self
+            .inner
+            .telemetry
+            .metrics()
+            .sharding(&election.lease_name);
+        let _fenced = self
+            .inner
+            .telemetry
+            .metrics()
+            .report_fenced_writes_on_scrape(&election.lease_name, self.fence());
+        let gate = sharding.gate();
+        let runtime = self.clone();
+        let _owned = self.inner.telemetry.metrics().on_scrape(move || {
+            let now = gate.assignment();
+            runtime.inner.controllers.rescan(&now, &now, &metrics);
+        });
+        let runtime = self.clone();
+        let changed = Box::new(move |before: &Assignment, now: &Assignment| {
+            // One replica writes what belongs to no key (ReconcilerPlugin statuses).
+            runtime
+                .inner
+                .leadership
+                .send_replace(now.admits(RING_WIDE, ""));
+            runtime.inner.controllers.requeue_gained(before, now);
+        });
+        let stop = CancellationToken::new();
+        let member = tokio::spawn(sharding.run(client, changed, stop.clone()));
+        let _abort_member = AbortOnDrop(member.abort_handle());
+        self.serve_term(&CancellationToken::new(), shutdown).await;
+        stop.cancel();
+        let _ = member.await;
+    }
+
     /// Dispatches until `term` ends (abort at once) or `shutdown` (drain, then abort).
     async fn serve_term(&self, term: &CancellationToken, shutdown: &CancellationToken) {
         let inner = &self.inner;
@@ -463,6 +570,10 @@ impl Runtime {
         inner.leadership.send_replace(false);
     }
 }
+
+/// The plugin name under which sharded mode places work that belongs to no key: no plugin
+/// has it (plugin names are DNS labels).
+const RING_WIDE: &str = "/ring-wide";
 
 /// `cache/<apiVersion>/<kind>[/<namespace>][?<selector>]`.
 fn cache_check_name(scope: &Scope) -> String {

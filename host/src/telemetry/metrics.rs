@@ -71,6 +71,10 @@ struct Families {
     plugin_log_dropped_lines: Family<OneLabel, Counter>,
     plugin_log_dropped_bytes: Family<OneLabel, Counter>,
     plugin_hot_requeues: Family<OneLabel, Counter>,
+    shard_members: Family<OneLabel, Gauge>,
+    shard_keys_owned: Family<OneLabel, Gauge>,
+    shard_handovers: Family<OneLabel, Counter>,
+    fenced_writes: Family<OneLabel, Counter>,
 }
 
 impl Families {
@@ -97,6 +101,10 @@ impl Families {
             plugin_log_dropped_lines: Family::default(),
             plugin_log_dropped_bytes: Family::default(),
             plugin_hot_requeues: Family::default(),
+            shard_members: Family::default(),
+            shard_keys_owned: Family::default(),
+            shard_handovers: Family::default(),
+            fenced_writes: Family::default(),
         };
         let f = &families;
         registry.register(
@@ -159,6 +167,27 @@ impl Families {
             "controller_runtime_max_concurrent_reconciles",
             "Maximum number of concurrent reconciles per controller",
             f.max_concurrent.clone(),
+        );
+        registry.register(
+            "reconcile_host_shard_members",
+            "Sharded mode: live members of the ring, as this replica last saw them settle",
+            f.shard_members.clone(),
+        );
+        registry.register(
+            "reconcile_host_shard_keys_owned",
+            "Sharded mode: cached keys of each plugin this replica dispatches",
+            f.shard_keys_owned.clone(),
+        );
+        registry.register(
+            "reconcile_host_shard_handovers",
+            "Sharded mode: rings this replica saw settle (each moves keys between replicas)",
+            f.shard_handovers.clone(),
+        );
+        registry.register(
+            "reconcile_host_fenced_writes",
+            "Writes refused because this replica's lease (leader or membership) had lapsed by \
+             its own clock",
+            f.fenced_writes.clone(),
         );
         registry.register(
             "leader_election_master_status",
@@ -375,6 +404,36 @@ impl Metrics {
             .inc();
     }
 
+    /// Sharded mode's series for the ring `ring`.
+    #[must_use]
+    pub fn sharding(&self, ring: &str) -> ShardMetrics {
+        let f = &self.inner.families;
+        ShardMetrics {
+            members: f.shard_members.get_or_create_owned(&label("ring", ring)),
+            handovers: f.shard_handovers.get_or_create_owned(&label("ring", ring)),
+            keys_owned: f.shard_keys_owned.clone(),
+        }
+    }
+
+    /// Keeps `reconcile_host_fenced_writes_total{lease="<lease>"}` equal to the writes `fence`
+    /// refused, read before every scrape. Keep the hook while the fence is used.
+    #[must_use = "dropping the hook unregisters it at once"]
+    pub fn report_fenced_writes_on_scrape(
+        &self,
+        lease: &str,
+        fence: crate::election::Fence,
+    ) -> ScrapeHook {
+        let counter = self
+            .inner
+            .families
+            .fenced_writes
+            .get_or_create_owned(&label("lease", lease));
+        self.on_scrape(move || {
+            let seen = counter.get();
+            counter.inc_by(fence.refused().saturating_sub(seen));
+        })
+    }
+
     /// The `leader_election_master_status{name="<lease>"}` gauge, starting at 0 (not leading).
     #[must_use]
     pub fn leader_election(&self, lease: &str) -> LeaderStatus {
@@ -480,5 +539,33 @@ impl PluginFailures {
         if let Some((_, counter)) = self.counters.iter().find(|(r, _)| *r == reason) {
             counter.inc();
         }
+    }
+}
+
+/// Sharded mode's series for one ring.
+#[derive(Clone, Debug)]
+pub struct ShardMetrics {
+    members: Gauge,
+    handovers: Counter,
+    keys_owned: Family<OneLabel, Gauge>,
+}
+
+impl ShardMetrics {
+    /// A ring of `members` settled.
+    pub fn settled(&self, members: usize) {
+        self.members.set(i64::try_from(members).unwrap_or(i64::MAX));
+        self.handovers.inc();
+    }
+
+    /// This replica dispatches `keys` cached keys of `plugin`.
+    pub fn keys_owned(&self, plugin: &str, keys: usize) {
+        self.keys_owned
+            .get_or_create(&label("plugin", plugin))
+            .set(i64::try_from(keys).unwrap_or(i64::MAX));
+    }
+
+    /// `plugin` is gone: its series with it.
+    pub fn forget(&self, plugin: &str) {
+        self.keys_owned.remove(&label("plugin", plugin));
     }
 }

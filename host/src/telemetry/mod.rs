@@ -41,5 +41,7 @@ pub use error::TelemetryError;
 pub use handle::Telemetry;
 pub use health::{CheckResult, Health, Readiness, ReadinessGate};
 pub use hooks::{ControllerMetrics, LeaderStatus, WorkqueueMetrics};
-pub use metrics::{Metrics, PluginFailures, RECONCILE_TIME_BUCKETS, ScrapeHook, WORKQUEUE_BUCKETS};
+pub use metrics::{
+    Metrics, PluginFailures, RECONCILE_TIME_BUCKETS, ScrapeHook, ShardMetrics, WORKQUEUE_BUCKETS,
+};
 pub use server::{OPENMETRICS_CONTENT_TYPE, Server};

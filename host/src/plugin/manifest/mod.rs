@@ -13,6 +13,7 @@
 //! namespace: default            # default: all namespaces (applies to every kind above)
 //! labelSelector: "app=web"      # only `for` objects matching it
 //! generationChanged: true       # skip updates that leave metadata.generation unchanged
+//! placement: keys                # sharded mode: keys spread over replicas (default), or `whole`
 //! resync: 10m                   # ≥ 1s; default: none
 //! concurrency: 2                # 1..=64, default 1
 //! rateLimiter: {baseDelay: 5ms, maxDelay: 1000s, qps: 10, burst: 100}   # client-go defaults

@@ -32,6 +32,8 @@ pub struct Manifest {
     pub label_selector: Option<LabelSelector>,
     /// Skip updates that leave `metadata.generation` unchanged.
     pub generation_changed: bool,
+    /// Sharded mode: how the keys are placed on the replicas.
+    pub placement: crate::shard::Placement,
     /// Re-enqueue every cached object this often; `None` for never.
     pub resync: Option<Duration>,
     /// Concurrent reconciles, 1..=64.

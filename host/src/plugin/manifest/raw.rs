@@ -90,6 +90,10 @@ pub struct RawManifest {
     /// Skip updates that leave `metadata.generation` unchanged (kinds that have one).
     #[serde(skip_serializing_if = "Option::is_none")]
     generation_changed: Option<bool>,
+    /// Sharded mode: `keys` spreads the keys over the replicas (default); `whole` puts the
+    /// whole plugin on one replica, for reconcilers that need to see everything at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    placement: Option<crate::shard::Placement>,
     /// Reconcile every object again this often (at least `1s`); absent: never.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = DURATION))]
@@ -572,6 +576,7 @@ impl RawManifest {
             namespace: self.namespace,
             label_selector,
             generation_changed: self.generation_changed.unwrap_or(false),
+            placement: self.placement.unwrap_or_default(),
             resync,
             concurrency,
             rate_limiter,
