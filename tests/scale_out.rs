@@ -22,6 +22,11 @@ const OWNED: &str = "reconcile_host_shard_keys_owned{plugin=\"ledger\"}";
 /// Replica `name` in sharded mode with a short lease (2 s, renewed within 1.5 s, tried every
 /// 250 ms), running the ledger plugin with env `REPLICA=<name>`.
 fn member(server: &ApiServer, dir: &Path, name: &str) -> Host {
+    replica(server, dir, name, "sharded")
+}
+
+/// Replica `name` in election mode `mode`, as [`member`] says.
+fn replica(server: &ApiServer, dir: &Path, name: &str, mode: &str) -> Host {
     let kubeconfig = dir.join("kubeconfig");
     server.write_kubeconfig(&kubeconfig).expect("kubeconfig");
     let plugin_dir = dir.join(name);
@@ -37,7 +42,7 @@ fn member(server: &ApiServer, dir: &Path, name: &str) -> Host {
     command
         .arg("--kubeconfig")
         .arg(&kubeconfig)
-        .args(["--election-mode", "sharded"])
+        .args(["--election-mode", mode])
         .args(["--lease-duration", "2s", "--renew-deadline", "1500ms"])
         .args(["--retry-period", "250ms"])
         .arg("--plugin")
@@ -298,4 +303,98 @@ async fn a_member_frozen_past_its_lease_writes_nothing_when_it_wakes() {
     let object = api.get("frozen").await.expect("object");
     let annotations = object.metadata.annotations.unwrap_or_default();
     assert_eq!(annotations.get("ledger.test/by"), Some(&by));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_server_out_of_reach_past_the_renew_deadline_stops_every_member_until_it_returns() {
+    let server = ApiServer::start(Config::default())
+        .await
+        .expect("API server starts");
+    namespace(&server, "ledger", &[]).await;
+    let dir = scratch("scale-out-unreachable");
+    let hosts: BTreeMap<&str, Host> = ["a", "b", "c"]
+        .into_iter()
+        .map(|name| (name, member(&server, &dir, name)))
+        .collect();
+    for host in hosts.values() {
+        host.wait_log(&["ring settled", "members=3"]).await;
+    }
+    let api = config_maps(&server, "ledger");
+    let names: Vec<String> = (0..30).map(|i| format!("object-{i}")).collect();
+    for name in &names {
+        api.create(&PostParams::default(), &object(name, 1, 10))
+            .await
+            .expect("created");
+    }
+    quiescent(&api, names.len()).await;
+    server.pause();
+    // Every member finds its lease lapsed by its own clock and stops.
+    for host in hosts.values() {
+        host.wait_log(&["membership lease lapsed by this replica's clock"])
+            .await;
+    }
+    server.resume();
+    for host in hosts.values() {
+        eventually_async("the member back in a ring of three", || async {
+            let log = host.log();
+            let after = &log[log.rfind("membership lease lapsed")?..];
+            after
+                .lines()
+                .any(|line| line.contains("ring settled") && line.contains("members=3"))
+                .then_some(())
+        })
+        .await;
+    }
+    set_version(&api, &names, 2).await;
+    quiescent(&api, names.len()).await;
+    let mut reconciles = BTreeMap::new();
+    for (name, host) in &hosts {
+        ledger(name, &host.log(), &mut reconciles);
+    }
+    assert_no_overlap(&reconciles);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_mode_hands_every_key_over_without_overlap_through_a_kill_and_a_graceful_leave() {
+    const LEADER: &str = "leader_election_master_status{name=\"reconcile-host\"}";
+    let server = ApiServer::start(Config::default())
+        .await
+        .expect("API server starts");
+    namespace(&server, "ledger", &[]).await;
+    let dir = scratch("scale-out-leader");
+    let mut hosts: BTreeMap<&str, Host> = ["a", "b", "c"]
+        .into_iter()
+        .map(|name| (name, replica(&server, &dir, name, "leader")))
+        .collect();
+    let api = config_maps(&server, "ledger");
+    let names: Vec<String> = (0..30).map(|i| format!("object-{i}")).collect();
+    for name in &names {
+        api.create(&PostParams::default(), &object(name, 1, 20))
+            .await
+            .expect("created");
+    }
+    quiescent(&api, names.len()).await;
+    let mut retired = Vec::new();
+    for (version, signal) in [(2, "KILL"), (3, "TERM")] {
+        let mut leader = None;
+        for (name, host) in &hosts {
+            if host.metric(LEADER).await == 1.0 {
+                leader = Some(*name);
+            }
+        }
+        let leader = leader.expect("a leader");
+        set_version(&api, &names, version).await;
+        let mut host = hosts.remove(leader).expect("leader");
+        host.signal(signal);
+        if signal == "TERM" {
+            assert_eq!(host.exit_code().await, Some(0));
+        }
+        quiescent(&api, names.len()).await;
+        retired.push((leader, host));
+    }
+    let mut reconciles = BTreeMap::new();
+    for (name, host) in hosts.iter().chain(retired.iter().map(|(n, h)| (n, h))) {
+        ledger(name, &host.log(), &mut reconciles);
+    }
+    assert_no_overlap(&reconciles);
 }

@@ -370,6 +370,13 @@ impl Cluster {
             _ => {}
         }
         let sent_rv = str_at(&obj, "/metadata/resourceVersion").map(str::to_string);
+        if sent_rv.as_deref().is_none_or(str::is_empty) && !res.allows_unconditional_update() {
+            return Err(ApiError::invalid(
+                &res.group_resource(),
+                name,
+                "metadata.resourceVersion: Invalid value: 0: must be specified for an update",
+            ));
+        }
         self.write(
             res,
             ns,

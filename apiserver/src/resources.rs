@@ -36,6 +36,14 @@ pub struct Resource {
 }
 
 impl Resource {
+    /// Whether a `PUT` without `metadata.resourceVersion` overwrites (most built-in kinds), or is
+    /// refused with 422, as upstream's strategies say: Leases (an election must not be won
+    /// blindly) and custom resources.
+    #[must_use]
+    pub fn allows_unconditional_update(&self) -> bool {
+        self.crd.is_none() && !(self.group == "coordination.k8s.io" && self.plural == "leases")
+    }
+
     /// The store table: `plural` for the core group, else `plural.group` (version-independent).
     /// `events.k8s.io` Events share the core Events' table, as upstream (see `crate::events`).
     pub fn table(&self) -> Arc<str> {

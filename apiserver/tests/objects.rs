@@ -907,3 +907,32 @@ async fn get_accepting(h: &Http, path: &str, accept: &str) -> Value {
         .expect("body");
     serde_json::from_slice(&bytes).expect("a JSON body")
 }
+
+#[tokio::test]
+async fn a_put_without_a_resource_version_overwrites_a_config_map_but_not_a_lease() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.post(CMS, &configmap("free", json!({"a": "1"}))).await;
+    let (code, obj) = h
+        .put(
+            &format!("{CMS}/free"),
+            &configmap("free", json!({"a": "2"})),
+        )
+        .await;
+    assert_eq!(code, 200, "{obj}");
+    let leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
+    let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "leader"}, "spec": {"holderIdentity": "a"}});
+    h.post(leases, &lease).await;
+    let (code, status) = h.put(&format!("{leases}/leader"), &lease).await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["message"],
+        "leases.coordination.k8s.io \"leader\" is invalid: metadata.resourceVersion: Invalid \
+         value: 0: must be specified for an update"
+    );
+    assert_eq!(
+        status["details"]["causes"][0]["field"],
+        "metadata.resourceVersion"
+    );
+}

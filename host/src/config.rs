@@ -439,7 +439,19 @@ mod tests {
             Duration::from_secs(15)
         );
         assert_eq!((config.client.qps, config.client.burst), (5.0, 10));
+        assert_eq!(config.leader_election.mode, ElectionMode::Leader);
         config.validate().unwrap();
+    }
+
+    #[test]
+    fn sharded_mode_is_chosen_by_name_and_a_typo_names_the_choices() {
+        let config = HostConfig::parse("leaderElection: {mode: sharded}").unwrap();
+        assert_eq!(config.leader_election.mode, ElectionMode::Sharded);
+        let error = HostConfig::parse("leaderElection: {mode: shards}").unwrap_err();
+        assert!(
+            error.contains("leader") && error.contains("sharded"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -114,6 +114,23 @@ impl Backend {
         }
     }
 
+    /// Makes the server answer nothing (requests hang) until [`resume`](Self::resume): the
+    /// embedded one pauses, kube-apiserver gets SIGSTOP.
+    pub fn pause(&self) {
+        match self {
+            Self::Embedded(server) => server.faults().pause(),
+            Self::Real { plane, .. } => plane.signal_apiserver("STOP"),
+        }
+    }
+
+    /// Answers again after [`pause`](Self::pause).
+    pub fn resume(&self) {
+        match self {
+            Self::Embedded(server) => server.faults().resume(),
+            Self::Real { plane, .. } => plane.signal_apiserver("CONT"),
+        }
+    }
+
     /// The URL a kubeconfig points at (HTTPS on the real server).
     pub fn url(&self) -> String {
         match self {

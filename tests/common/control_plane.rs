@@ -128,6 +128,17 @@ impl ControlPlane {
         panic!("the control plane did not start in {ATTEMPTS} attempts (ports taken?): {last}");
     }
 
+    /// Sends `signal` (`STOP`, `CONT`) to kube-apiserver: stopped, it accepts connections and
+    /// answers nothing, as a server out of reach.
+    pub fn signal_apiserver(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.apiserver.id().to_string())
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -{signal} kube-apiserver failed");
+    }
+
     /// The API server's URL, `https://127.0.0.1:<port>`.
     pub fn url(&self) -> &str {
         &self.url

@@ -43,7 +43,9 @@ use label_selector::{is_dns_label, is_dns_subdomain};
 mod rules;
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
-pub use rules::{Place, Plural, Rules, derived_plural, lease_rules, render};
+pub use rules::{
+    Place, Plural, Rules, derived_plural, lease_rules, membership_lease_rules, render,
+};
 use rules::{cluster_role, group, plugin_object_rules, role};
 
 /// Flags of `rbac`.
@@ -96,6 +98,16 @@ pub struct RbacArgs {
     /// With --include-host: the Lease's namespace [default: the service account's].
     #[arg(long, requires = "include_host")]
     pub lease_namespace: Option<String>,
+    /// With --include-host: the rules of `--election-mode`: `leader` (one Lease, by name) or
+    /// `sharded` (each replica's membership Lease: `create`, `get`, `list`, `update`,
+    /// `delete` of Leases in the namespace, as their names hold the replicas' identities).
+    #[arg(
+        long,
+        value_name = "MODE",
+        default_value = "leader",
+        requires = "include_host"
+    )]
+    pub election_mode: crate::config::ElectionMode,
 }
 
 fn service_account(text: &str) -> Result<(String, String), String> {
@@ -244,7 +256,10 @@ fn host_documents(args: &RbacArgs) -> [String; 2] {
         .as_deref()
         .unwrap_or(&args.service_account.0);
     let name = format!("{}-leader-election", args.name);
-    let rules = Some(lease_rules(&args.lease_name));
+    let rules = Some(match args.election_mode {
+        crate::config::ElectionMode::Leader => lease_rules(&args.lease_name),
+        crate::config::ElectionMode::Sharded => membership_lease_rules(),
+    });
     role(&name, namespace, rules, &args.service_account)
 }
 

@@ -258,20 +258,30 @@ pub fn plugin_object_rules() -> Vec<PolicyRule> {
     ]
 }
 
-/// The host's own Lease rules: `create` of Leases, `get` and `update` of `lease_name` (what
-/// its leader election calls).
-#[must_use]
-pub fn lease_rules(lease_name: &str) -> Vec<PolicyRule> {
-    let leases = |verbs: &[&str], names: Option<Vec<String>>| PolicyRule {
+fn leases(verbs: &[&str], names: Option<Vec<String>>) -> PolicyRule {
+    PolicyRule {
         api_groups: Some(vec!["coordination.k8s.io".to_owned()]),
         resources: Some(vec!["leases".to_owned()]),
         resource_names: names,
         verbs: verbs.iter().map(|verb| (*verb).to_owned()).collect(),
         ..PolicyRule::default()
-    };
+    }
+}
+
+/// The host's own Lease rules: `create` of Leases, `get` and `update` of `lease_name` (what
+/// its leader election calls).
+#[must_use]
+pub fn lease_rules(lease_name: &str) -> Vec<PolicyRule> {
     // `create` cannot be limited to a name: the API server does not know it before the object.
     vec![
         leases(&["create"], None),
         leases(&["get", "update"], Some(vec![lease_name.to_owned()])),
     ]
+}
+
+/// Sharded mode's Lease rules: each replica creates, renews and deletes a Lease named after its
+/// identity, lists the ring's, and deletes those nobody renews; no name is known in advance.
+#[must_use]
+pub fn membership_lease_rules() -> Vec<PolicyRule> {
+    vec![leases(&["create", "get", "list", "update", "delete"], None)]
 }

@@ -147,7 +147,14 @@ impl Sharding {
             let started = Instant::now();
             let renewed = tokio::time::timeout(
                 config.renew_deadline,
-                renew(&api, &name, &self.settings.ring, config, ack.as_ref()),
+                renew(
+                    &api,
+                    &name,
+                    &self.settings.ring,
+                    config,
+                    ack.as_ref(),
+                    written.clone(),
+                ),
             )
             .await;
             match renewed {
@@ -161,11 +168,15 @@ impl Sharding {
                 }
                 Ok(Err(error)) => {
                     failures += 1;
+                    // Read it afresh next time: deleted, or written by a request whose answer
+                    // was lost.
+                    written = None;
                     tracing::warn!(lease = %name, attempt = failures,
                         error = %crate::error_chain(&error), "cannot renew the membership lease");
                 }
                 Err(_) => {
                     failures += 1;
+                    written = None;
                     tracing::warn!(lease = %name, attempt = failures,
                         "cannot renew the membership lease: no answer before the renew deadline");
                 }
@@ -268,20 +279,31 @@ impl Sharding {
     }
 }
 
-/// Writes this replica's Lease (creating it if missing); returns its resourceVersion.
+/// Writes this replica's Lease over `version` (its resourceVersion after the last write; read
+/// first when unknown), or creates it when missing; returns the new resourceVersion. Leases
+/// take no update without a resourceVersion.
 async fn renew(
     api: &Api<Lease>,
     name: &str,
     ring: &str,
     config: &ElectionConfig,
     ack: Option<&ViewId>,
+    version: Option<String>,
 ) -> Result<String, kube::Error> {
     let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
+    let version = match version {
+        Some(version) => Some(version),
+        None => api
+            .get_opt(name)
+            .await?
+            .and_then(|lease| lease.metadata.resource_version),
+    };
     let lease = Lease {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
             labels: Some([(RING_LABEL.to_owned(), ring.to_owned())].into()),
             annotations: ack.map(|ack| [(ACK_ANNOTATION.to_owned(), ack.to_string())].into()),
+            resource_version: version.clone(),
             ..ObjectMeta::default()
         },
         spec: Some(LeaseSpec {
@@ -293,11 +315,9 @@ async fn renew(
             ..LeaseSpec::default()
         }),
     };
-    let written = match api.replace(name, &PostParams::default(), &lease).await {
-        Err(kube::Error::Api(status)) if status.is_not_found() => {
-            api.create(&PostParams::default(), &lease).await?
-        }
-        other => other?,
+    let written = match version {
+        Some(_) => api.replace(name, &PostParams::default(), &lease).await?,
+        None => api.create(&PostParams::default(), &lease).await?,
     };
     Ok(written.metadata.resource_version.unwrap_or_default())
 }
