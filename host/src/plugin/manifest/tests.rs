@@ -20,6 +20,7 @@ cache:
 namespace: default
 labelSelector: "app=web"
 generationChanged: true
+placement: whole
 resync: 10m
 concurrency: 2
 rateLimiter:
@@ -67,6 +68,7 @@ fn a_minimal_manifest_gets_every_default() {
     assert_eq!(manifest.namespace, None);
     assert_eq!(manifest.label_selector, None);
     assert!(!manifest.generation_changed);
+    assert_eq!(manifest.placement, crate::shard::Placement::Keys);
     assert_eq!(manifest.resync, None);
     assert_eq!(manifest.concurrency, 1);
     assert_eq!(manifest.rate_limiter, RateLimiterSettings::default());
@@ -99,6 +101,7 @@ fn the_full_example_parses_to_its_values() {
     assert_eq!(manifest.namespace.as_deref(), Some("default"));
     assert_eq!(manifest.label_selector.unwrap().to_string(), "app=web");
     assert!(manifest.generation_changed);
+    assert_eq!(manifest.placement, crate::shard::Placement::Whole);
     assert_eq!(manifest.resync, Some(Duration::from_secs(600)));
     assert_eq!(manifest.concurrency, 2);
     assert_eq!(manifest.rate_limiter, RateLimiterSettings::default());

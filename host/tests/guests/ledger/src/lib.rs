@@ -3,7 +3,8 @@
 //! milliseconds, records `data.v` in the annotation `ledger.test/seen` (and the replica, the
 //! manifest's env `REPLICA`, in `ledger.test/by`) unless it is there already, then logs
 //! `ledger end ... wrote=<ok|skip>`. A refused write fails the reconcile after logging
-//! `ledger refused`.
+//! `ledger refused`. `data.us` adds microseconds of work; `data.quiet: "true"` logs nothing (the
+//! scale-out benchmark).
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -29,13 +30,19 @@ impl Reconciler for Ledger {
         );
         let version = object["data"]["v"].as_str().unwrap_or("0").to_owned();
         let seen = object["metadata"]["annotations"]["ledger.test/seen"].as_str();
-        info!("ledger begin {key} v={version} at={}", micros());
-        let ms: u64 = object["data"]["ms"]
-            .as_str()
-            .and_then(|ms| ms.parse().ok())
-            .unwrap_or(0);
+        let quiet = object["data"]["quiet"].as_str() == Some("true");
+        if !quiet {
+            info!("ledger begin {key} v={version} at={}", micros());
+        }
+        let number = |field: &str| -> u64 {
+            object["data"][field]
+                .as_str()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0)
+        };
+        let work = Duration::from_millis(number("ms")) + Duration::from_micros(number("us"));
         let start = Instant::now();
-        while start.elapsed() < Duration::from_millis(ms) {
+        while start.elapsed() < work {
             std::hint::black_box(0);
         }
         let wrote = if seen == Some(version.as_str()) {
@@ -52,7 +59,9 @@ impl Reconciler for Ledger {
             }
             "ok"
         };
-        info!("ledger end {key} v={version} at={} wrote={wrote}", micros());
+        if !quiet {
+            info!("ledger end {key} v={version} at={} wrote={wrote}", micros());
+        }
         Ok(Action::done())
     }
 }
