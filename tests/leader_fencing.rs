@@ -34,7 +34,8 @@ fn plugin(dir: &Path, replica: &str, overrides: &[(&str, &str)]) -> PathBuf {
 /// A replica with a short lease (2 s, renewed within 1.5 s, tried every 250 ms) running the
 /// hostile plugin with `overrides`.
 fn replica(server: &ApiServer, dir: &Path, name: &str, overrides: &[(&str, &str)]) -> Host {
-    let kubeconfig = dir.join("kubeconfig");
+    // One file per replica: a replica starting reads it while the next one is written.
+    let kubeconfig = dir.join(format!("{name}.kubeconfig"));
     server.write_kubeconfig(&kubeconfig).expect("kubeconfig");
     let mut command = Host::command();
     command

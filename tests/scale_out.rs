@@ -7,6 +7,7 @@ mod common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use common::backend::Backend as ApiServer;
 use common::host::{Host, component, manifest, scratch};
@@ -27,10 +28,11 @@ fn member(server: &ApiServer, dir: &Path, name: &str) -> Host {
 
 /// Replica `name` in election mode `mode`, as [`member`] says.
 fn replica(server: &ApiServer, dir: &Path, name: &str, mode: &str) -> Host {
-    let kubeconfig = dir.join("kubeconfig");
-    server.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+    // One file per replica: a replica starting reads it while the next one is written.
     let plugin_dir = dir.join(name);
     std::fs::create_dir_all(&plugin_dir).expect("replica dir");
+    let kubeconfig = plugin_dir.join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig).expect("kubeconfig");
     let env = format!("{{REPLICA: {name}}}");
     let plugin: PathBuf = manifest(
         &plugin_dir,
@@ -77,26 +79,40 @@ async fn set_version(api: &Api<ConfigMap>, names: &[String], version: u32) {
     }
 }
 
-/// Waits until every object's `ledger.test/seen` is its `data.v`.
+/// Waits until every object's `ledger.test/seen` is its `data.v`; fails naming those that are
+/// not.
 async fn quiescent(api: &Api<ConfigMap>, count: usize) {
-    eventually_async("every object reconciled at its latest version", || async {
-        let list = api.list(&Default::default()).await.ok()?;
-        let done = list
-            .items
-            .iter()
-            .filter(|o| {
-                let seen = o
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get("ledger.test/seen"));
-                let version = o.data.as_ref().and_then(|d| d.get("v"));
-                seen.is_some() && seen == version
-            })
-            .count();
-        (done == count).then_some(())
-    })
-    .await;
+    let deadline = std::time::Instant::now() + common::WAIT;
+    loop {
+        let behind: Vec<String> = match api.list(&Default::default()).await {
+            Ok(list) if list.items.len() == count => list
+                .items
+                .iter()
+                .filter_map(|o| {
+                    let annotations = o.metadata.annotations.clone().unwrap_or_default();
+                    let seen = annotations.get("ledger.test/seen");
+                    let version = o.data.as_ref().and_then(|d| d.get("v"));
+                    (seen.is_none() || seen != version).then(|| {
+                        format!(
+                            "{} v={version:?} seen={seen:?} by={:?}",
+                            o.metadata.name.as_deref().unwrap_or_default(),
+                            annotations.get("ledger.test/by")
+                        )
+                    })
+                })
+                .collect(),
+            Ok(list) => vec![format!("{} objects listed", list.items.len())],
+            Err(error) => vec![format!("list failed: {error}")],
+        };
+        if behind.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not every object reconciled at its latest version: {behind:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// One reconcile as the ledger logged it on one replica.

@@ -13,7 +13,10 @@ use super::key::ObjectKey;
 use super::reconciler::{Action, ObjectLookup, Reconciler, Request};
 use crate::election::Fence;
 use crate::queue::{Completion, RateLimitingQueue};
-use crate::shard::{Gate, Placement};
+use crate::shard::{Admission, Gate, Placement};
+
+/// How long a key taken while the fence is closed waits before it is taken again.
+const FENCED_RETRY: Duration = Duration::from_millis(100);
 
 /// How a reconcile ended, as controller-runtime labels it in `controller_runtime_reconcile_total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -179,16 +182,22 @@ async fn worker<R: Reconciler>(
             },
         };
         let ticket = match &shared.gate {
-            Some((gate, placement)) => {
-                let Some(ticket) = gate.admit(&shared.name, *placement, &key.to_string()) else {
-                    // Another replica's key (it requeues it from its own cache when it takes
-                    // it over), or this replica's lease lapsed.
+            Some((gate, placement)) => match gate.admit(&shared.name, *placement, &key.to_string())
+            {
+                Admission::Admitted(ticket) => Some(ticket),
+                Admission::NotMine => {
+                    // Its owner has it queued, or queues it from its cache when it takes it.
                     queue.forget(&key);
                     queue.done(&key);
                     continue;
-                };
-                Some(ticket)
-            }
+                }
+                Admission::Closed => {
+                    // Kept for when the lease is renewed (then dropped if it moved meanwhile).
+                    queue.add_after(key.clone(), FENCED_RETRY);
+                    queue.done(&key);
+                    continue;
+                }
+            },
             None => None,
         };
         if ticket.is_none() && !shared.fence.is_open() {

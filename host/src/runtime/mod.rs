@@ -374,6 +374,10 @@ impl Runtime {
             self.release_informer(scope);
         }
         drop(slot.scrape);
+        if let Some(election) = self.inner.settings.election.as_ref().filter(|e| e.sharded) {
+            let metrics = self.inner.telemetry.metrics();
+            metrics.sharding(&election.lease_name).forget(name);
+        }
         tracing::info!(controller = name, "controller removed");
         true
     }

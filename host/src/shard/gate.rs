@@ -72,6 +72,18 @@ impl std::fmt::Debug for Gate {
     }
 }
 
+/// What the gate says about a key.
+#[derive(Debug)]
+pub enum Admission {
+    /// Dispatch it; drop the ticket when the reconcile ends.
+    Admitted(Ticket),
+    /// Another replica's key now: drop it (its owner has it queued, or queues it from its cache
+    /// when it takes it over).
+    NotMine,
+    /// The fence is closed (the lease lapsed, or is being renewed late): keep the key for later.
+    Closed,
+}
+
 /// A dispatch admitted by the gate; dropping it ends it.
 #[derive(Debug)]
 pub struct Ticket {
@@ -118,22 +130,18 @@ impl Gate {
         })
     }
 
-    /// Admits `key` of `plugin` placed by `placement`, or `None` when it is not this replica's
-    /// now (or the fence is closed).
-    #[must_use]
-    pub fn admit(
-        self: &Arc<Self>,
-        plugin: &str,
-        placement: Placement,
-        key: &str,
-    ) -> Option<Ticket> {
+    /// Admits `key` of `plugin` placed by `placement`, or says why not.
+    pub fn admit(self: &Arc<Self>, plugin: &str, placement: Placement, key: &str) -> Admission {
         let mut state = self.state.lock();
-        if !self.fence.is_open() || !state.assignment.admits(plugin, placement.ring_key(key)) {
-            return None;
+        if !self.fence.is_open() {
+            return Admission::Closed;
+        }
+        if !state.assignment.admits(plugin, placement.ring_key(key)) {
+            return Admission::NotMine;
         }
         let epoch = state.epoch;
         *state.running.entry(epoch).or_default() += 1;
-        Some(Ticket {
+        Admission::Admitted(Ticket {
             gate: Arc::clone(self),
             epoch,
             revoked: state.revoked.child_token(),
@@ -192,5 +200,120 @@ impl Gate {
     #[must_use]
     pub fn running(&self) -> usize {
         self.state.lock().running.values().sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::shard::{Membership, Observed, Step};
+
+    /// A gate for member `a` whose assignment is the stable ring of `members`.
+    fn settled(members: &[&str]) -> (Arc<Gate>, Fence, Assignment) {
+        let mut membership = Membership::new("a", Duration::from_secs(15));
+        let now = std::time::Instant::now();
+        let leases = |ack: Option<&crate::shard::ViewId>| -> Vec<Observed> {
+            members
+                .iter()
+                .map(|m| Observed {
+                    member: (*m).into(),
+                    resource_version: "1".to_owned(),
+                    ack: ack.cloned(),
+                })
+                .collect()
+        };
+        assert!(matches!(
+            membership.observe(&leases(None), Some("1"), now),
+            Step::Narrow(_)
+        ));
+        let ack = membership.ack().cloned();
+        let Step::Widen(assignment) = membership.observe(&leases(ack.as_ref()), Some("1"), now)
+        else {
+            panic!("every member acknowledged the ring: it is stable");
+        };
+        let fence = Fence::closed();
+        let gate = Gate::new(Assignment::none(membership.me()), fence.clone());
+        (gate, fence, assignment)
+    }
+
+    fn owned_by(assignment: &Assignment, mine: bool) -> String {
+        (0..100)
+            .map(|i| format!("ns/k{i}"))
+            .find(|key| assignment.admits("p", key) == mine)
+            .expect("a key")
+    }
+
+    #[tokio::test]
+    async fn a_key_is_admitted_only_when_it_is_mine_and_the_fence_is_open() {
+        let (gate, fence, assignment) = settled(&["a", "b"]);
+        let (mine, theirs) = (owned_by(&assignment, true), owned_by(&assignment, false));
+        assert!(matches!(
+            gate.admit("p", Placement::Keys, &mine),
+            Admission::Closed
+        ));
+        fence.open_until(tokio::time::Instant::now() + Duration::from_secs(60));
+        // Before the first stable ring nothing is mine.
+        assert!(matches!(
+            gate.admit("p", Placement::Keys, &mine),
+            Admission::NotMine
+        ));
+        gate.set(assignment.clone());
+        assert!(matches!(
+            gate.admit("p", Placement::Keys, &mine),
+            Admission::Admitted(_)
+        ));
+        assert!(matches!(
+            gate.admit("p", Placement::Keys, &theirs),
+            Admission::NotMine
+        ));
+        // Whole placement: every key of the plugin goes where the empty key goes.
+        let whole = assignment.admits("p", "");
+        for key in [&mine, &theirs] {
+            let admitted = matches!(
+                gate.admit("p", Placement::Whole, key),
+                Admission::Admitted(_)
+            );
+            assert_eq!(admitted, whole);
+        }
+    }
+
+    #[tokio::test]
+    async fn narrowing_waits_for_reconciles_admitted_before_and_a_lapse_revokes_them() {
+        let (gate, fence, assignment) = settled(&["a", "b"]);
+        fence.open_until(tokio::time::Instant::now() + Duration::from_secs(60));
+        gate.set(assignment.clone());
+        let key = owned_by(&assignment, true);
+        let Admission::Admitted(old) = gate.admit("p", Placement::Keys, &key) else {
+            panic!("admitted");
+        };
+        let (_, epoch) = gate.set(assignment.clone());
+        let Admission::Admitted(new) = gate.admit("p", Placement::Keys, &key) else {
+            panic!("admitted");
+        };
+        assert!(
+            !gate.is_drained(epoch),
+            "a reconcile from before still runs"
+        );
+        let waiter = tokio::spawn({
+            let gate = Arc::clone(&gate);
+            async move { gate.drained(epoch).await }
+        });
+        drop(old);
+        tokio::time::timeout(Duration::from_secs(10), waiter)
+            .await
+            .expect("drained once the old reconcile ended")
+            .expect("waiter");
+        assert_eq!(gate.running(), 1, "the newer reconcile is not waited for");
+        assert!(!new.revoked().is_cancelled());
+        let epoch = gate.revoke(Assignment::none(&"a".into()));
+        assert!(new.revoked().is_cancelled(), "a lapse aborts what runs");
+        drop(new);
+        gate.drained(epoch).await;
+        assert!(matches!(
+            gate.admit("p", Placement::Keys, &key),
+            Admission::NotMine
+        ));
     }
 }

@@ -122,17 +122,10 @@ impl Sharding {
         tracing::info!(lease = %format!("{}/{name}", self.settings.namespace),
             ring = %self.settings.ring, "joining the ring");
         while !stop.is_cancelled() {
-            let now = Instant::now();
-            if open_until.is_some_and(|until| now >= until) {
-                tracing::warn!(lease = %name,
-                    "membership lease lapsed by this replica's clock: dispatching nothing, \
-                     aborting reconciles in progress, rejoining");
-                let previous = self.gate.assignment();
-                let epoch = self.gate.revoke(membership.reset());
-                changed(&previous, &self.gate.assignment());
+            if open_until.is_some_and(|until| Instant::now() >= until) {
+                self.lapse(&name, &mut membership, &changed).await;
                 open_until = None;
                 draining = None;
-                self.gate.drained(epoch).await;
             }
             if let Some(epoch) = draining
                 && self.gate.is_drained(epoch)
@@ -159,6 +152,12 @@ impl Sharding {
             .await;
             match renewed {
                 Ok(Ok(version)) => {
+                    // Answered after the fence closed: the others may have given up on this
+                    // replica meanwhile, so it starts over before the fence opens again.
+                    if open_until.is_some_and(|until| Instant::now() >= until) {
+                        self.lapse(&name, &mut membership, &changed).await;
+                        draining = None;
+                    }
                     let until = started + config.renew_deadline;
                     self.fence.open_until(until);
                     open_until = Some(until);
@@ -183,7 +182,11 @@ impl Sharding {
             }
             let mut next = config.retry_period;
             if failures == 0 {
-                match list(&api, &self.settings.ring).await {
+                let listed =
+                    tokio::time::timeout(config.renew_deadline, list(&api, &self.settings.ring))
+                        .await
+                        .unwrap_or_else(|_| Err(ListError::Timeout));
+                match listed {
                     Ok(leases) => {
                         let now = Instant::now();
                         self.collect_stale(&api, &membership, &leases, now);
@@ -243,6 +246,18 @@ impl Sharding {
             Err(error) => tracing::warn!(lease = %name, error = %crate::error_chain(&error),
                 "cannot delete the membership lease; the others drop this replica when it expires"),
         }
+    }
+
+    /// The Lease lapsed by this replica's clock: dispatch nothing, abort reconciles in progress,
+    /// forget every ring, and wait until the aborted reconciles have ended.
+    async fn lapse(&self, name: &str, membership: &mut Membership, changed: &OnChange) {
+        tracing::warn!(lease = %name,
+            "membership lease lapsed by this replica's clock: dispatching nothing, aborting \
+             reconciles in progress, rejoining");
+        let previous = self.gate.assignment();
+        let epoch = self.gate.revoke(membership.reset());
+        changed(&previous, &self.gate.assignment());
+        self.gate.drained(epoch).await;
     }
 
     /// Deletes Leases no replica has renewed for long (their replicas died without leaving).
@@ -322,8 +337,17 @@ async fn renew(
     Ok(written.metadata.resource_version.unwrap_or_default())
 }
 
+/// Why the ring's Leases could not be listed.
+#[derive(Debug, thiserror::Error)]
+enum ListError {
+    #[error("the API server refused or failed the list")]
+    Api(#[from] kube::Error),
+    #[error("no answer before the renew deadline")]
+    Timeout,
+}
+
 /// The ring's Leases, as one consistent list.
-async fn list(api: &Api<Lease>, ring: &str) -> Result<Vec<Observed>, kube::Error> {
+async fn list(api: &Api<Lease>, ring: &str) -> Result<Vec<Observed>, ListError> {
     let leases = api
         .list(&ListParams::default().labels(&ring_selector(ring)))
         .await?;

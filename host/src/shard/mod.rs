@@ -11,7 +11,7 @@ mod ring;
 mod tests;
 mod view;
 
-pub use gate::{Gate, Placement, Ticket};
+pub use gate::{Admission, Gate, Placement, Ticket};
 
 pub use member::{ACK_ANNOTATION, MemberSettings, OnChange, RING_LABEL, Sharding, ring_selector};
 pub use ring::{Ring, VIRTUAL_NODES, ViewId};
