@@ -119,6 +119,7 @@ impl Sharding {
         // A narrower ring waits for reconciles admitted before this epoch.
         let mut draining: Option<u64> = None;
         let mut failures = 0_u32;
+        let mut renewed_at: Option<Instant> = None;
         tracing::info!(lease = %format!("{}/{name}", self.settings.namespace),
             ring = %self.settings.ring, "joining the ring");
         while !stop.is_cancelled() {
@@ -137,20 +138,31 @@ impl Sharding {
             } else {
                 published.clone()
             };
+            // Renewed once a retry period, or at once when there is a new ring to acknowledge;
+            // listed twice as often, so a member that stops renewing is noticed sooner.
             let started = Instant::now();
-            let renewed = tokio::time::timeout(
-                config.renew_deadline,
-                renew(
-                    &api,
-                    &name,
-                    &self.settings.ring,
-                    config,
-                    ack.as_ref(),
-                    written.clone(),
-                ),
-            )
-            .await;
+            let due = renewed_at.is_none_or(|at| {
+                started.saturating_duration_since(at) >= config.retry_period.mul_f64(0.75)
+            }) || ack != published
+                || failures > 0;
+            let renewed = if due {
+                tokio::time::timeout(
+                    config.renew_deadline,
+                    renew(
+                        &api,
+                        &name,
+                        &self.settings.ring,
+                        config,
+                        ack.as_ref(),
+                        written.clone(),
+                    ),
+                )
+                .await
+            } else {
+                Ok(Ok(String::new()))
+            };
             match renewed {
+                Ok(Ok(_)) if !due => {}
                 Ok(Ok(version)) => {
                     // Answered after the fence closed: the others may have given up on this
                     // replica meanwhile, so it starts over before the fence opens again.
@@ -161,6 +173,7 @@ impl Sharding {
                     let until = started + config.renew_deadline;
                     self.fence.open_until(until);
                     open_until = Some(until);
+                    renewed_at = Some(started);
                     written = Some(version);
                     published = ack;
                     failures = 0;
@@ -180,7 +193,7 @@ impl Sharding {
                         "cannot renew the membership lease: no answer before the renew deadline");
                 }
             }
-            let mut next = config.retry_period;
+            let mut next = config.retry_period / 2;
             if failures == 0 {
                 let listed =
                     tokio::time::timeout(config.renew_deadline, list(&api, &self.settings.ring))
@@ -221,7 +234,7 @@ impl Sharding {
                 }
             }
             if !self.gate.assignment().settled() {
-                next = next.min(config.retry_period / 4);
+                next = next.min(config.retry_period / 8);
             }
             let jitter = next.mul_f64(rand::random_range(0.0..0.1));
             let drained = async {

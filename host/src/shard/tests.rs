@@ -162,7 +162,7 @@ impl Cluster {
         }
         // Unsettled: look again sooner; and when a member expires.
         if !replica.assignment.settled() {
-            replica.next_tick = replica.next_tick.min(now + RETRY / 4);
+            replica.next_tick = replica.next_tick.min(now + RETRY / 8);
         }
         if let Some(expiry) = replica.membership.next_expiry(now) {
             replica.next_tick = replica.next_tick.min(expiry);
@@ -306,7 +306,7 @@ fn a_dead_member_s_keys_are_taken_after_its_fence_closed_and_within_a_lease_and_
     while cluster.settled_owners().is_err() {
         cluster.advance(Duration::from_millis(10));
         // The others saw its last renewal up to one retry (and jitter) after it was made, wait
-        // a lease from then, and acknowledge within a quarter retry.
+        // a lease from then, and acknowledge within an eighth of a retry.
         assert!(
             cluster.now - died <= LEASE + 2 * RETRY,
             "not taken over yet"
