@@ -70,6 +70,35 @@ fn object(name: &str, version: u32, ms: u32) -> ConfigMap {
     }
 }
 
+/// An API server with namespace `ledger`, and replicas `a`, `b`, `c` in sharded mode, settled;
+/// their directory.
+async fn ring_of_three(test: &str) -> (ApiServer, PathBuf, BTreeMap<&'static str, Host>) {
+    let server = ApiServer::start(Config::default())
+        .await
+        .expect("API server starts");
+    namespace(&server, "ledger", &[]).await;
+    let dir = scratch(test);
+    let hosts: BTreeMap<&str, Host> = ["a", "b", "c"]
+        .into_iter()
+        .map(|name| (name, member(&server, &dir, name)))
+        .collect();
+    for host in hosts.values() {
+        host.wait_log(&["ring settled", "members=3"]).await;
+    }
+    (server, dir, hosts)
+}
+
+/// Creates `count` objects `object-<i>` at version 1 with `ms` of work each; their names.
+async fn create_objects(api: &Api<ConfigMap>, count: usize, ms: u32) -> Vec<String> {
+    let names: Vec<String> = (0..count).map(|i| format!("object-{i}")).collect();
+    for name in &names {
+        api.create(&PostParams::default(), &object(name, 1, ms))
+            .await
+            .expect("created");
+    }
+    names
+}
+
 async fn set_version(api: &Api<ConfigMap>, names: &[String], version: u32) {
     for name in names {
         let patch = serde_json::json!({"data": {"v": version.to_string()}});
@@ -198,25 +227,9 @@ fn assert_no_overlap(reconciles: &BTreeMap<String, Vec<Reconcile>>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_share_the_keys_without_overlap_through_a_kill_a_join_and_a_graceful_leave() {
-    let server = ApiServer::start(Config::default())
-        .await
-        .expect("API server starts");
-    namespace(&server, "ledger", &[]).await;
-    let dir = scratch("scale-out-churn");
-    let mut hosts: BTreeMap<&str, Host> = BTreeMap::new();
-    for name in ["a", "b", "c"] {
-        hosts.insert(name, member(&server, &dir, name));
-    }
-    for host in hosts.values() {
-        host.wait_log(&["ring settled", "members=3"]).await;
-    }
+    let (server, dir, mut hosts) = ring_of_three("scale-out-churn").await;
     let api = config_maps(&server, "ledger");
-    let names: Vec<String> = (0..60).map(|i| format!("object-{i}")).collect();
-    for name in &names {
-        api.create(&PostParams::default(), &object(name, 1, 20))
-            .await
-            .expect("created");
-    }
+    let names = create_objects(&api, 60, 20).await;
     quiescent(&api, names.len()).await;
     // Spread: each replica owns a share, together all of them.
     let mut total = 0.0;
@@ -264,18 +277,7 @@ async fn replicas_share_the_keys_without_overlap_through_a_kill_a_join_and_a_gra
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_frozen_past_its_lease_writes_nothing_when_it_wakes() {
-    let server = ApiServer::start(Config::default())
-        .await
-        .expect("API server starts");
-    namespace(&server, "ledger", &[]).await;
-    let dir = scratch("scale-out-frozen");
-    let hosts: BTreeMap<&str, Host> = ["a", "b", "c"]
-        .into_iter()
-        .map(|name| (name, member(&server, &dir, name)))
-        .collect();
-    for host in hosts.values() {
-        host.wait_log(&["ring settled", "members=3"]).await;
-    }
+    let (server, _dir, hosts) = ring_of_three("scale-out-frozen").await;
     let api = config_maps(&server, "ledger");
     // Four seconds of work: the owner is frozen mid-reconcile, long past its lease.
     api.create(&PostParams::default(), &object("frozen", 1, 4_000))
@@ -323,25 +325,9 @@ async fn a_member_frozen_past_its_lease_writes_nothing_when_it_wakes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_api_server_out_of_reach_past_the_renew_deadline_stops_every_member_until_it_returns() {
-    let server = ApiServer::start(Config::default())
-        .await
-        .expect("API server starts");
-    namespace(&server, "ledger", &[]).await;
-    let dir = scratch("scale-out-unreachable");
-    let hosts: BTreeMap<&str, Host> = ["a", "b", "c"]
-        .into_iter()
-        .map(|name| (name, member(&server, &dir, name)))
-        .collect();
-    for host in hosts.values() {
-        host.wait_log(&["ring settled", "members=3"]).await;
-    }
+    let (server, _dir, hosts) = ring_of_three("scale-out-unreachable").await;
     let api = config_maps(&server, "ledger");
-    let names: Vec<String> = (0..30).map(|i| format!("object-{i}")).collect();
-    for name in &names {
-        api.create(&PostParams::default(), &object(name, 1, 10))
-            .await
-            .expect("created");
-    }
+    let names = create_objects(&api, 30, 10).await;
     quiescent(&api, names.len()).await;
     server.pause();
     // Every member finds its lease lapsed by its own clock and stops.
@@ -383,12 +369,7 @@ async fn leader_mode_hands_every_key_over_without_overlap_through_a_kill_and_a_g
         .map(|name| (name, replica(&server, &dir, name, "leader")))
         .collect();
     let api = config_maps(&server, "ledger");
-    let names: Vec<String> = (0..30).map(|i| format!("object-{i}")).collect();
-    for name in &names {
-        api.create(&PostParams::default(), &object(name, 1, 20))
-            .await
-            .expect("created");
-    }
+    let names = create_objects(&api, 30, 20).await;
     quiescent(&api, names.len()).await;
     let mut retired = Vec::new();
     for (version, signal) in [(2, "KILL"), (3, "TERM")] {

@@ -204,7 +204,10 @@ async fn main() {
         if joining.metric(OWNED).await > 0.0 {
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(120), "never took a share");
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "never took a share"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     println!(
@@ -214,7 +217,12 @@ async fn main() {
     );
     hosts.push(joining);
     for host in &hosts {
-        wait_log(host, &["ring settled", "members=4"], Duration::from_secs(120)).await;
+        wait_log(
+            host,
+            &["ring settled", "members=4"],
+            Duration::from_secs(120),
+        )
+        .await;
     }
     let mut victim = hosts.remove(2);
     victim.signal("KILL");
@@ -224,7 +232,10 @@ async fn main() {
         if total(&hosts, OWNED).await >= count as f64 {
             break;
         }
-        assert!(killed.elapsed() < Duration::from_secs(120), "keys never taken over");
+        assert!(
+            killed.elapsed() < Duration::from_secs(120),
+            "keys never taken over"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     println!(
