@@ -463,6 +463,11 @@ impl Runtime {
             .telemetry
             .metrics()
             .report_leadership_on_scrape(&election.lease_name, elector.subscribe());
+        let _fenced = self
+            .inner
+            .telemetry
+            .metrics()
+            .report_fenced_writes_on_scrape(&election.lease_name, self.fence());
         let elector_stop = CancellationToken::new();
         let mut campaign = tokio::spawn(elector.run(elector_stop.clone()));
         // If this future is dropped (the replica is killed), the elector must die with it.
