@@ -1093,3 +1093,57 @@ async fn the_registry_plugin_declares_the_website_example_with_its_crd_and_rbac(
     remove(&dir, &kustomization, &server).await;
     remove(&dir, &base, &server).await;
 }
+
+#[tokio::test]
+async fn sharded_overlay_renders_three_replicas_in_sharded_mode_with_the_membership_lease_role() {
+    let dir = scratch("deploy-sharded");
+    let tree = deploy_tree(&dir);
+    let overlay = tree.join("overlays").join("sharded");
+    let rendered = render(&dir, &overlay).await;
+    assert_plugin(&rendered, &tree);
+    let deployment = find(&rendered, "Deployment", "reconcile-host");
+    assert_eq!(deployment["spec"]["replicas"], 3);
+    // The configuration the pods mount is sharded mode, and the host accepts it.
+    let config_name = deployment["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v["configMap"]["name"].as_str())
+        .find(|name| name.starts_with("reconcile-host-config"))
+        .expect("the configuration volume");
+    let files = config_map_files(find(&rendered, "ConfigMap", config_name));
+    let text = String::from_utf8(files["config.yaml"].clone()).expect("UTF-8");
+    let config = reconcile_host::config::HostConfig::parse(&text).expect("config.yaml parses");
+    config.validate().expect("config.yaml is valid");
+    assert_eq!(
+        config.leader_election.mode,
+        reconcile_host::config::ElectionMode::Sharded
+    );
+    // Its Lease Role is what `rbac --include-host --election-mode sharded` prints.
+    let out = Command::new(common::host::HOST_BINARY)
+        .args(["rbac", "--include-host", "--election-mode", "sharded"])
+        .arg(tree.join("plugins").join(PLUGIN).join("plugin.yaml"))
+        .output()
+        .expect("reconcile-host runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: Vec<Value> = documents(&String::from_utf8(out.stdout).expect("UTF-8"));
+    let role = |objects: &[Value]| {
+        find(objects, "Role", "reconcile-host-leader-election")["rules"].clone()
+    };
+    let printed_role = printed
+        .iter()
+        .find(|o| o["kind"] == "Role" && o["rules"][0]["resources"][0] == "leases")
+        .expect("the printed Lease Role")["rules"]
+        .clone();
+    assert_eq!(role(&rendered), printed_role);
+
+    let server = server(&dir).await;
+    let stored = apply(&dir, &overlay).await;
+    assert_eq!(identities(&stored), identities(&rendered));
+    assert_eq!(role(&stored), printed_role);
+    server.shutdown().await;
+}
