@@ -303,6 +303,17 @@ impl HostConfig {
             if le.lease_name.is_empty() {
                 return invalid("leaderElection.leaseName", "must not be empty".into());
             }
+            // Sharded mode: the name is the ring's label value and its Leases' name prefix.
+            if le.mode == ElectionMode::Sharded && !label_selector::is_dns_label(&le.lease_name) {
+                return invalid(
+                    "leaderElection.leaseName",
+                    format!(
+                        "`{}` cannot name a ring in sharded mode (it labels the replicas' \
+                         Leases); use at most 63 lowercase letters, digits and `-`",
+                        le.lease_name
+                    ),
+                );
+            }
             if let Some(namespace) = &le.lease_namespace
                 && !label_selector::is_dns_label(namespace)
             {
@@ -447,6 +458,13 @@ mod tests {
     fn sharded_mode_is_chosen_by_name_and_a_typo_names_the_choices() {
         let config = HostConfig::parse("leaderElection: {mode: sharded}").unwrap();
         assert_eq!(config.leader_election.mode, ElectionMode::Sharded);
+        config.validate().unwrap();
+        let upper = HostConfig::parse("leaderElection: {mode: sharded, leaseName: Ring}").unwrap();
+        let error = upper.validate().unwrap_err().to_string();
+        assert!(
+            error.contains("leaderElection.leaseName") && error.contains("63"),
+            "{error}"
+        );
         let error = HostConfig::parse("leaderElection: {mode: shards}").unwrap_err();
         assert!(
             error.contains("leader") && error.contains("sharded"),
