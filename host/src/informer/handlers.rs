@@ -16,9 +16,51 @@ pub struct Predicates {
     pub generation_changed: bool,
 }
 
+/// Which keys a handler may enqueue (sharded mode: this replica's).
+pub type KeyFilter = Arc<dyn Fn(&ObjectKey) -> bool + Send + Sync>;
+
+/// Where a handler puts keys: a queue, and optionally a filter in front of it.
+#[derive(Clone)]
+pub struct Enqueue {
+    queue: RateLimitingQueue<ObjectKey>,
+    admit: Option<KeyFilter>,
+}
+
+impl std::fmt::Debug for Enqueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Enqueue")
+            .field("filtered", &self.admit.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Enqueue {
+    /// Into `queue`, only the keys `admit` accepts.
+    #[must_use]
+    pub fn filtered(queue: RateLimitingQueue<ObjectKey>, admit: KeyFilter) -> Self {
+        Self {
+            queue,
+            admit: Some(admit),
+        }
+    }
+
+    fn add(&self, key: ObjectKey) {
+        if self.admit.as_ref().is_none_or(|admit| admit(&key)) {
+            self.queue.add(key);
+        }
+    }
+}
+
+impl From<RateLimitingQueue<ObjectKey>> for Enqueue {
+    fn from(queue: RateLimitingQueue<ObjectKey>) -> Self {
+        Self { queue, admit: None }
+    }
+}
+
 /// Enqueues the object's own key: the handler for a controller's `for` kind.
 #[must_use]
-pub fn enqueue_self(queue: RateLimitingQueue<ObjectKey>, predicates: Predicates) -> Handler {
+pub fn enqueue_self(queue: impl Into<Enqueue>, predicates: Predicates) -> Handler {
+    let queue = queue.into();
     Arc::new(move |change: &Change<'_>| {
         let object = match change {
             Change::Added(object) | Change::Deleted(object) | Change::Resync(object) => object,
@@ -38,11 +80,12 @@ pub fn enqueue_self(queue: RateLimitingQueue<ObjectKey>, predicates: Predicates)
 /// owner enqueues both.
 #[must_use]
 pub fn enqueue_controller(
-    queue: RateLimitingQueue<ObjectKey>,
+    queue: impl Into<Enqueue>,
     owner_api_version: &str,
     owner_kind: &str,
     predicates: Predicates,
 ) -> Handler {
+    let queue = queue.into();
     let (api_version, kind) = (owner_api_version.to_owned(), owner_kind.to_owned());
     Arc::new(move |change: &Change<'_>| {
         let owner = |object: &CachedObject| object.controller_key(&api_version, &kind);
@@ -124,6 +167,25 @@ mod tests {
         assert_eq!(drain(&queue), ["ns/a"]);
         handler(&Change::Resync(&v2));
         assert_eq!(drain(&queue), ["ns/a"]);
+    }
+
+    #[tokio::test]
+    async fn a_filtered_handler_enqueues_only_the_keys_its_filter_admits() {
+        let queue = RateLimitingQueue::default();
+        let admit: KeyFilter = Arc::new(|key: &ObjectKey| &*key.name != "theirs");
+        let handler = enqueue_self(
+            Enqueue::filtered(queue.clone(), admit),
+            Predicates::default(),
+        );
+        let (mine, theirs) = (object("mine", 1, 1, None), object("theirs", 1, 1, None));
+        for change in [
+            Change::Added(&mine),
+            Change::Added(&theirs),
+            Change::Resync(&theirs),
+        ] {
+            handler(&change);
+        }
+        assert_eq!(drain(&queue), ["ns/mine"]);
     }
 
     #[tokio::test]

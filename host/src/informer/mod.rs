@@ -9,7 +9,7 @@ mod store;
 mod watch_task;
 
 pub use change::{Change, Handler};
-pub use handlers::{Predicates, enqueue_controller, enqueue_self};
+pub use handlers::{Enqueue, KeyFilter, Predicates, enqueue_controller, enqueue_self};
 pub use object::{CachedObject, Owner, WireObject};
 pub use shared::{Informer, Scope, Subscription};
 pub use store::Store;

@@ -15,7 +15,9 @@ use crate::controller::{Controller, ObjectKey, Reconciler};
 use crate::election::{
     ConfigError, ElectionConfig, ElectionError, Fence, KubeLease, LeaderElector, Leadership,
 };
-use crate::informer::{CachedObject, Predicates, Scope, enqueue_controller, enqueue_self};
+use crate::informer::{
+    CachedObject, Enqueue, KeyFilter, Predicates, Scope, enqueue_controller, enqueue_self,
+};
 use crate::queue::{ControllerLimiter, RateLimitingQueue};
 use crate::shard::{Assignment, Gate, MemberSettings, Placement, Sharding};
 use crate::telemetry::Telemetry;
@@ -296,12 +298,25 @@ impl Runtime {
         let queue = RateLimitingQueue::with_metrics(limiter, metrics.workqueue(&spec.name));
         let scrape = metrics.report_unfinished_work_on_scrape(&queue);
         let primary = &informers[0];
+        // Sharded mode: only this replica's keys enter its queue (a key it gains later is
+        // queued from the cache when the ring that gives it settles).
+        let enqueue = match &self.inner.gate {
+            Some(gate) => {
+                let (gate, name, placement) = (Arc::clone(gate), spec.name.clone(), spec.placement);
+                let admit: KeyFilter = Arc::new(move |key: &ObjectKey| {
+                    gate.assignment()
+                        .admits(&name, placement.ring_key(&key.to_string()))
+                });
+                Enqueue::filtered(queue.clone(), admit)
+            }
+            None => Enqueue::from(queue.clone()),
+        };
         let mut subscriptions =
-            vec![primary.subscribe(enqueue_self(queue.clone(), spec.predicates), spec.resync)];
+            vec![primary.subscribe(enqueue_self(enqueue.clone(), spec.predicates), spec.resync)];
         for informer in &informers[1..] {
             subscriptions.push(informer.subscribe(
                 enqueue_controller(
-                    queue.clone(),
+                    enqueue.clone(),
                     &spec.for_kind.api_version,
                     &spec.for_kind.kind,
                     spec.predicates,
