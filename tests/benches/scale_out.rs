@@ -10,6 +10,9 @@
 //!    owns its share; the time from SIGKILL of one of the four until the others own all its
 //!    keys.
 //!
+//! 4. In-process, the cost of the check every replica makes for every event and resync of every
+//!    key (is it mine?): the key formatted and looked up on a ring of 3, 10 and 100 members.
+//!
 //! `cargo bench -p end-to-end --bench scale_out` (OBJECTS=<n> to change the 10,000).
 
 #[path = "../common/mod.rs"]
@@ -101,8 +104,53 @@ async fn stop(hosts: Vec<Host>) {
     }
 }
 
+/// Nanoseconds per ownership check of a key on a settled ring of `members`.
+fn ownership_check(members: usize) -> f64 {
+    use reconcile_host::controller::ObjectKey;
+    use reconcile_host::shard::{Membership, Observed, Placement, Step};
+    let names: Vec<String> = (0..members).map(|i| format!("replica-{i}")).collect();
+    let mut membership = Membership::new(&names[0], Duration::from_secs(15));
+    let now = std::time::Instant::now();
+    let leases = |ack: Option<&reconcile_host::shard::ViewId>| -> Vec<Observed> {
+        names
+            .iter()
+            .map(|name| Observed {
+                member: name.as_str().into(),
+                resource_version: "1".to_owned(),
+                ack: ack.cloned(),
+            })
+            .collect()
+    };
+    let _ = membership.observe(&leases(None), Some("1"), now);
+    let ack = membership.ack().cloned();
+    let Step::Widen(assignment) = membership.observe(&leases(ack.as_ref()), Some("1"), now) else {
+        panic!("the ring settles");
+    };
+    let keys: Vec<ObjectKey> = (0..10_000)
+        .map(|i| ObjectKey::namespaced("ledger", &format!("object-{i:05}")))
+        .collect();
+    let rounds = 100;
+    let started = Instant::now();
+    let mut mine = 0_usize;
+    for _ in 0..rounds {
+        for key in &keys {
+            let text = key.to_string();
+            mine += usize::from(assignment.admits("ledger", Placement::Keys.ring_key(&text)));
+        }
+    }
+    let elapsed = started.elapsed();
+    std::hint::black_box(mine);
+    elapsed.as_nanos() as f64 / (rounds * keys.len()) as f64
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    for members in [3, 10, 100] {
+        println!(
+            "  ownership check, ring of {members}: {:.0} ns per key",
+            ownership_check(members)
+        );
+    }
     let count = objects();
     let server = ApiServer::start(Config::default().record_requests(true))
         .await
