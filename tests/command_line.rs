@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -17,16 +16,9 @@ fn host() -> Command {
     Command::new(common::host::HOST_BINARY)
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("reconcile-host-cli-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
-}
-
 #[test]
 fn a_config_that_could_overlap_leaders_exits_2_naming_the_field() {
-    let dir = scratch("invalid");
+    let dir = common::host::scratch("invalid");
     let file = dir.join("host.yaml");
     std::fs::write(
         &file,
@@ -49,7 +41,7 @@ fn a_config_that_could_overlap_leaders_exits_2_naming_the_field() {
 
 #[test]
 fn flags_and_environment_override_the_file_and_are_validated_too() {
-    let dir = scratch("override");
+    let dir = common::host::scratch("override");
     let file = dir.join("host.yaml");
     std::fs::write(&file, "client:\n  qps: 5\n").unwrap();
     let out = host()
@@ -129,7 +121,7 @@ async fn get(address: &str, path: &str) -> Option<String> {
 }
 
 async fn start(server: &ApiServer, name: &str, timing: [&str; 3]) -> Running {
-    let dir = scratch(name);
+    let dir = common::host::scratch(name);
     let kubeconfig = dir.join("kubeconfig");
     server.write_kubeconfig(&kubeconfig).expect("kubeconfig");
     let metrics = format!("127.0.0.1:{}", free_port());
@@ -251,7 +243,7 @@ async fn a_second_signal_exits_at_once_without_finishing_the_shutdown() {
 
 #[test]
 fn a_metrics_address_in_use_exits_2_naming_it() {
-    let dir = scratch("port-in-use");
+    let dir = common::host::scratch("port-in-use");
     let kubeconfig = dir.join("kubeconfig");
     std::fs::write(
         &kubeconfig,

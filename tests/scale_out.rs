@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::backend::Backend as ApiServer;
-use common::host::{Host, component, manifest, scratch};
+use common::host::{Host, Scratch, component, manifest, scratch};
 use common::{config_maps, eventually_async, namespace};
 use embedded_apiserver::Config;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -72,7 +72,7 @@ fn object(name: &str, version: u32, ms: u32) -> ConfigMap {
 
 /// An API server with namespace `ledger`, and replicas `a`, `b`, `c` in sharded mode, settled;
 /// their directory.
-async fn ring_of_three(test: &str) -> (ApiServer, PathBuf, BTreeMap<&'static str, Host>) {
+async fn ring_of_three(test: &str) -> (ApiServer, Scratch, BTreeMap<&'static str, Host>) {
     let server = ApiServer::start(Config::default())
         .await
         .expect("API server starts");

@@ -352,14 +352,12 @@ mod tests {
 
     use super::*;
 
-    fn scratch(test: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "reconcile-host-cluster-config-{}-{test}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+    /// A scratch directory, removed when the returned value is dropped.
+    fn scratch(test: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("reconcile-host-cluster-config-{test}-"))
+            .tempdir()
+            .unwrap()
     }
 
     const CA: &str =
@@ -390,7 +388,8 @@ mod tests {
 
     #[tokio::test]
     async fn in_a_pod_the_service_account_directory_and_service_variables_are_used() {
-        let dir = scratch("pod");
+        let tmp = scratch("pod");
+        let dir = tmp.path().to_path_buf();
         service_account(&dir, Some("reconcile-system\n"));
         let home = dir.join("home");
         let home = home.display().to_string();
@@ -414,7 +413,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_missing_token_is_an_error_naming_the_file_and_the_fix() {
-        let dir = scratch("no-token");
+        let tmp = scratch("no-token");
+        let dir = tmp.path().to_path_buf();
         service_account(&dir, Some("default"));
         std::fs::remove_file(dir.join("token")).unwrap();
         let vars = env(&[(SERVICE_HOST, "10.0.0.1"), (SERVICE_PORT, "443")]);
@@ -429,7 +429,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_ca_file_without_certificates_is_refused() {
-        let dir = scratch("bad-ca");
+        let tmp = scratch("bad-ca");
+        let dir = tmp.path().to_path_buf();
         service_account(&dir, None);
         std::fs::write(dir.join("ca.crt"), "not a certificate\n").unwrap();
         let vars = env(&[(SERVICE_HOST, "10.0.0.1"), (SERVICE_PORT, "443")]);
@@ -442,7 +443,8 @@ mod tests {
 
     #[tokio::test]
     async fn without_a_namespace_file_the_lease_namespace_must_be_given() {
-        let dir = scratch("no-namespace");
+        let tmp = scratch("no-namespace");
+        let dir = tmp.path().to_path_buf();
         service_account(&dir, None);
         let vars = env(&[(SERVICE_HOST, "10.0.0.1"), (SERVICE_PORT, "443")]);
         let found = resolve(&source(&dir), &vars).await.unwrap();
@@ -453,7 +455,8 @@ mod tests {
 
     #[tokio::test]
     async fn bad_service_variables_are_named() {
-        let dir = scratch("bad-port");
+        let tmp = scratch("bad-port");
+        let dir = tmp.path().to_path_buf();
         service_account(&dir, None);
         let vars = env(&[(SERVICE_HOST, "10.0.0.1"), (SERVICE_PORT, "https")]);
         let error = resolve(&source(&dir), &vars).await.unwrap_err().to_string();
@@ -484,7 +487,8 @@ mod tests {
 
     #[tokio::test]
     async fn nothing_to_connect_to_says_what_was_tried() {
-        let dir = scratch("nothing");
+        let tmp = scratch("nothing");
+        let dir = tmp.path().to_path_buf();
         let home = dir.display().to_string();
         let error = resolve(&source(&dir), &env(&[("HOME", &home)]))
             .await
@@ -517,7 +521,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_kubeconfig_wins_over_in_cluster_and_gives_the_context_namespace() {
-        let dir = scratch("kubeconfig");
+        let tmp = scratch("kubeconfig");
+        let dir = tmp.path().to_path_buf();
         service_account(&dir, Some("reconcile-system"));
         let home = dir.join("home");
         std::fs::create_dir_all(home.join(".kube")).unwrap();
@@ -556,7 +561,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_broken_kubeconfig_is_an_error_not_a_fall_back_to_in_cluster() {
-        let dir = scratch("broken");
+        let tmp = scratch("broken");
+        let dir = tmp.path().to_path_buf();
         service_account(&dir, Some("reconcile-system"));
         let broken = dir.join("broken");
         std::fs::write(&broken, "clusters: [").unwrap();

@@ -177,7 +177,7 @@ async fn host(
         }
     };
     let object_dir = objects.as_ref().map(|objects| objects.dir().to_owned());
-    let plugins = match load_plugins(&runtime, &config, kube_config, object_dir).await {
+    let plugins = match load_plugins(&runtime, &config, kube_config, object_dir.clone()).await {
         Ok(plugins) => plugins,
         Err(error) => {
             eprintln!("error: {error:#}");
@@ -207,6 +207,13 @@ async fn host(
             }
             serving.cancel();
             let _ = server.await;
+            // The plugins of ReconcilerPlugin objects are rebuilt from the objects at every
+            // start: nothing under their directory outlives the process.
+            if let Some(dir) = &object_dir
+                && let Err(error) = std::fs::remove_dir_all(dir)
+            {
+                tracing::warn!(dir = %dir.display(), %error, "cannot remove the plugin-objects directory");
+            }
             result.context("the host stopped")?;
             tracing::info!("stopped");
             Ok(ExitCode::SUCCESS)

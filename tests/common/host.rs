@@ -91,15 +91,39 @@ pub fn component(crate_name: &str) -> PathBuf {
     guests().join(format!("{}.wasm", crate_name.replace('-', "_")))
 }
 
-/// A scratch directory for one test.
-pub fn scratch(test: &str) -> PathBuf {
+/// A scratch directory for one test, removed with everything in it when the value is dropped
+/// (also when the test panics).
+pub fn scratch(test: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!(
         "reconcile-host-plugins-{}-{test}",
         std::process::id()
     ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
+    Scratch(dir)
+}
+
+/// A test's scratch directory (see [`scratch`]); derefs to its path.
+#[derive(Debug)]
+pub struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = PathBuf;
+    fn deref(&self) -> &PathBuf {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Copies the manifest at `source` (relative to the workspace) into `dir`, with `module:`

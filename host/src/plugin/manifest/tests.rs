@@ -156,8 +156,8 @@ fn the_module_is_resolved_against_the_manifest_directory() {
 
 #[test]
 fn load_reads_the_file_and_names_it_in_errors_without_needing_the_module() {
-    let dir = std::env::temp_dir().join(format!("manifest-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
     let path = dir.join("plugin.yaml");
     std::fs::write(&path, MINIMAL).unwrap();
     let manifest = Manifest::load(&path).unwrap();

@@ -127,7 +127,8 @@ mod tests {
 
     #[test]
     fn a_corrupt_cached_module_is_not_used_and_is_removed() {
-        let dir = std::env::temp_dir().join(format!("oci-store-{}", rand::random::<u64>()));
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("store");
         let store = ModuleStore::new(dir.clone());
         let hex = hex_encode(Sha256::digest(b"module"));
         std::fs::create_dir_all(&dir).unwrap();

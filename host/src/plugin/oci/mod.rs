@@ -481,8 +481,8 @@ mod tests {
     /// the registry here is unreachable), whatever the pin says.
     #[tokio::test]
     async fn a_reference_digest_wins_over_a_pin() {
-        let dir = std::env::temp_dir().join(format!("oci-pin-test-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let tmp = tempfile::tempdir().expect("scratch dir");
+        let dir = tmp.path().join("cache");
         let registry = Registry::new(&OciSettings::default(), dir.clone()).expect("registry");
         let module = b"\0asm module bytes";
         let layer_hex = cache::hex_encode(Sha256::digest(module));
