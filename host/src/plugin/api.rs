@@ -122,6 +122,15 @@ pub trait ApiBackend: Send + Sync + 'static {
     /// Performs `call`.
     fn call(&self, call: ApiCall) -> ApiFuture<'_>;
 
+    /// Sends the write `call` as a server-side dry run (`dryRun=All`): the API server answers
+    /// as it would, and stores nothing. Backends that cannot dry-run answer `unavailable`.
+    fn dry_run(&self, call: ApiCall) -> ApiFuture<'_> {
+        let _ = call;
+        Box::pin(std::future::ready(Err(CallError::Unavailable(
+            "this backend cannot dry-run writes".to_owned(),
+        ))))
+    }
+
     /// Told of a call the plugin's grants refused (it was not performed); `message` is what the
     /// guest got. Nothing by default.
     fn refused(&self, call: &ApiCall, message: &str) {
@@ -183,9 +192,9 @@ impl Recorder {
     }
 }
 
-impl ApiBackend for Recorder {
-    fn call(&self, call: ApiCall) -> ApiFuture<'_> {
-        let answer = match &call {
+impl Recorder {
+    fn answer(&self, call: &ApiCall) -> Option<String> {
+        match call {
             ApiCall::Apply { object, .. }
             | ApiCall::Create { object, .. }
             | ApiCall::Replace { object, .. } => Some(object.to_string()),
@@ -194,9 +203,20 @@ impl ApiBackend for Recorder {
             }
             ApiCall::Delete { .. } => None,
             ApiCall::Get { target } => self.fixture(target),
-        };
+        }
+    }
+}
+
+impl ApiBackend for Recorder {
+    fn call(&self, call: ApiCall) -> ApiFuture<'_> {
+        let answer = self.answer(&call);
         self.calls.lock().push(call);
         Box::pin(std::future::ready(Ok(answer)))
+    }
+
+    /// Answers as [`call`](Self::call) does, without recording the call.
+    fn dry_run(&self, call: ApiCall) -> ApiFuture<'_> {
+        Box::pin(std::future::ready(Ok(self.answer(&call))))
     }
 
     fn refused(&self, call: &ApiCall, message: &str) {

@@ -8,7 +8,7 @@ use prometheus_client::metrics::counter::Counter;
 
 use super::api::SharedApi;
 use super::guest_log::{DroppedCounters, GuestLog};
-use super::manifest::Manifest;
+use super::manifest::{Manifest, Shadow};
 use crate::informer::Store;
 use crate::runtime::KindRef;
 
@@ -57,6 +57,30 @@ impl PluginContext {
             manifest,
             caches,
             api,
+            hot_requeues: Counter::default(),
+        }
+    }
+
+    /// The context of this plugin's `shadow`: the same name (the field manager its dry runs
+    /// use), caches and API backend; the shadow's limits and environment, no instance reuse,
+    /// and its guest text logged as `<plugin>/shadow`.
+    #[must_use]
+    pub fn shadow(&self, shadow: &Shadow) -> Self {
+        let mut manifest = (*self.manifest).clone();
+        manifest.limits = shadow.limits;
+        manifest.env.clone_from(&shadow.env);
+        manifest.instance_reuse = None;
+        let label: Arc<str> = format!("{}/shadow", self.name).into();
+        Self {
+            name: Arc::clone(&self.name),
+            log: Arc::new(GuestLog::new(
+                label,
+                shadow.limits.log_lines_per_second,
+                DroppedCounters::default(),
+            )),
+            manifest: Arc::new(manifest),
+            caches: self.caches.clone(),
+            api: Arc::clone(&self.api),
             hot_requeues: Counter::default(),
         }
     }

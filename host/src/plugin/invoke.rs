@@ -22,6 +22,7 @@ use super::guest_log::{MAX_ERROR, guest_text};
 use super::manifest::InstanceReuse;
 use super::module::Module;
 use super::state::{GuestState, MemoryLimitExceeded};
+use super::tape::SharedTape;
 
 /// Extra time a call waiting on a host import gets past its deadline before it is dropped.
 pub const DEADLINE_GRACE: Duration = Duration::from_millis(100);
@@ -147,6 +148,7 @@ pub(crate) async fn reconcile(
     plugin: &Arc<PluginContext>,
     pool: Option<&InstancePool>,
     request: RequestView<'_>,
+    tape: Option<SharedTape>,
 ) -> Result<bindings::Action, GuestFailure> {
     let limits = plugin.manifest.limits;
     // One deadline for the whole call, instantiation included.
@@ -157,11 +159,13 @@ pub(crate) async fn reconcile(
         None => instantiate(module, plugin, deadline).await?,
     };
     warm.store.data_mut().deadline = deadline;
+    warm.store.data_mut().tape = tape;
     warm.store.data().begin_call();
     warm.store.set_epoch_deadline(1);
     let call = warm.reconcile.call_async(&mut warm.store, (request,));
     let outcome = tokio::time::timeout_at((deadline + DEADLINE_GRACE).into(), call).await;
     warm.store.data().flush_stdio();
+    warm.store.data_mut().tape = None;
     warm.calls += 1;
     let result = match outcome {
         Err(_elapsed) => Err(GuestFailure::Deadline(limits.deadline)),

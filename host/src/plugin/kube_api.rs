@@ -166,7 +166,7 @@ impl KubeApi {
         Ok((resource, namespaced))
     }
 
-    async fn perform(&self, call: ApiCall) -> ApiResult {
+    async fn perform(&self, call: ApiCall, dry_run: bool) -> ApiResult {
         let target = call.target();
         let (resource, namespaced) = self.resolve(&target.kind).await?;
         let namespace = match (namespaced, target.namespace.as_deref()) {
@@ -200,6 +200,7 @@ impl KubeApi {
             } => {
                 let mut params = PatchParams::apply(field_manager);
                 params.force = *force;
+                params.dry_run = dry_run;
                 let patch = Patch::Apply(object);
                 match subresource {
                     Some(sub) => request.patch_subresource(&segment(sub), &name, &params, &patch),
@@ -214,6 +215,7 @@ impl KubeApi {
             } => {
                 let params = PatchParams {
                     field_manager: Some(field_manager.clone()),
+                    dry_run,
                     ..PatchParams::default()
                 };
                 let patch = match body {
@@ -240,7 +242,7 @@ impl KubeApi {
             } => {
                 let params = PostParams {
                     field_manager: Some(field_manager.clone()),
-                    ..PostParams::default()
+                    dry_run,
                 };
                 request.create(&params, serde_json::to_vec(object).unwrap_or_default())
             }
@@ -251,7 +253,7 @@ impl KubeApi {
             } => {
                 let params = PostParams {
                     field_manager: Some(field_manager.clone()),
-                    ..PostParams::default()
+                    dry_run,
                 };
                 request.replace(
                     &name,
@@ -259,7 +261,11 @@ impl KubeApi {
                     serde_json::to_vec(object).unwrap_or_default(),
                 )
             }
-            ApiCall::Delete { .. } => request.delete(&name, &DeleteParams::background()),
+            ApiCall::Delete { .. } => {
+                let mut params = DeleteParams::background();
+                params.dry_run = dry_run;
+                request.delete(&name, &params)
+            }
             ApiCall::Get { .. } => request.get(&name, &GetParams::default()),
         };
         let http_request = built.map_err(|error| CallError::Invalid(error.to_string()))?;
@@ -278,7 +284,11 @@ impl KubeApi {
 
 impl ApiBackend for KubeApi {
     fn call(&self, call: ApiCall) -> ApiFuture<'_> {
-        Box::pin(self.perform(call))
+        Box::pin(self.perform(call, false))
+    }
+
+    fn dry_run(&self, call: ApiCall) -> ApiFuture<'_> {
+        Box::pin(self.perform(call, true))
     }
 }
 

@@ -25,6 +25,8 @@ pub mod reconciler;
 pub mod reference;
 pub mod state;
 mod stdio;
+pub mod shadow;
 pub mod supervisor;
+pub mod tape;
 
 pub use bindings::{Action as GuestAction, ApiStatus, CallError, Kind, ObjectRef};

@@ -12,7 +12,9 @@ use super::invoke::{self, GuestFailure, InstancePool, RequestView, TargetView};
 use super::module::Module;
 use crate::controller::{Action, Reconciler, Request};
 use crate::informer::CachedObject;
-use crate::telemetry::PluginFailures;
+use crate::telemetry::{Metrics, ModuleSeries, PluginFailures};
+use super::shadow::{Answer, OwnedRequest, ShadowRunner};
+use label_selector::LabelSelector;
 
 /// Every reason a guest call can fail, as labelled in metrics.
 pub const FAILURE_REASONS: [&str; 5] = ["error", "trap", "deadline", "memory", "instantiate"];
@@ -37,7 +39,12 @@ pub struct Loaded {
     pub module: Arc<Module>,
     /// Idle instances, when the manifest asks for instance reuse.
     pub pool: Option<InstancePool>,
+    /// The module's reconcile counts and times, when metrics are kept.
+    series: Option<ModuleSeries>,
 }
+
+/// The results counted per module: `success` and every [`FAILURE_REASONS`] entry.
+const MODULE_RESULTS: [&str; 6] = ["success", "error", "trap", "deadline", "memory", "instantiate"];
 
 /// Consecutive traps of a freshly swapped-in module, before its first good call, that roll it
 /// back to the module it replaced.
@@ -62,7 +69,10 @@ struct Probation {
 /// plugin returns to the module it replaced and the rollback hook is told.
 pub struct Plugin {
     context: Arc<PluginContext>,
+    metrics: Option<Metrics>,
     current: RwLock<Arc<Loaded>>,
+    canary: Option<(LabelSelector, Arc<Loaded>)>,
+    shadow: Option<Arc<ShadowRunner>>,
     probation: parking_lot::Mutex<Option<Probation>>,
     rejected: parking_lot::Mutex<Option<String>>,
     failures: Option<PluginFailures>,
@@ -86,10 +96,13 @@ impl Plugin {
         module: Arc<Module>,
         failures: Option<PluginFailures>,
     ) -> Self {
-        let loaded = Self::loaded(&context, module);
+        let loaded = Self::loaded(&context, None, module);
         Self {
             context,
+            metrics: None,
             current: RwLock::new(Arc::new(loaded)),
+            canary: None,
+            shadow: None,
             probation: parking_lot::Mutex::new(None),
             rejected: parking_lot::Mutex::new(None),
             failures,
@@ -104,8 +117,44 @@ impl Plugin {
         self
     }
 
-    fn loaded(context: &PluginContext, module: Arc<Module>) -> Loaded {
+    /// Counts every call per module in `metrics`
+    /// (`reconcile_host_plugin_module_reconciles_total` and its time histogram).
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        let module = Arc::clone(&self.current.read().module);
+        *self.current.get_mut() = Arc::new(Self::loaded(&self.context, Some(&metrics), module));
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Sends the keys whose object matches `selector` to `module`.
+    #[must_use]
+    pub fn with_canary(mut self, selector: LabelSelector, module: Arc<Module>) -> Self {
+        let loaded = Self::loaded(&self.context, self.metrics.as_ref(), module);
+        self.canary = Some((selector, Arc::new(loaded)));
+        self
+    }
+
+    /// Runs `shadow` after sampled reconciles.
+    #[must_use]
+    pub fn with_shadow(mut self, shadow: ShadowRunner) -> Self {
+        self.shadow = Some(Arc::new(shadow));
+        self
+    }
+
+    /// The digests of the canary's and the shadow's modules, when there are.
+    #[must_use]
+    pub fn side_modules(&self) -> (Option<&str>, Option<&str>) {
+        (
+            self.canary.as_ref().map(|(_, loaded)| loaded.module.digest()),
+            self.shadow.as_ref().map(|shadow| shadow.module().digest()),
+        )
+    }
+
+    fn loaded(context: &PluginContext, metrics: Option<&Metrics>, module: Arc<Module>) -> Loaded {
         Loaded {
+            series: metrics
+                .map(|metrics| metrics.plugin_module(&context.name, module.digest(), &MODULE_RESULTS)),
             module,
             pool: context.manifest.instance_reuse.map(InstancePool::new),
         }
@@ -126,7 +175,7 @@ impl Plugin {
     /// Makes `module` serve every call that starts from now on; calls in flight finish on the
     /// module they started with. The new module is on probation (see the type's Guarantees).
     pub fn swap(&self, module: Arc<Module>) {
-        let loaded = Arc::new(Self::loaded(&self.context, module));
+        let loaded = Arc::new(Self::loaded(&self.context, self.metrics.as_ref(), module));
         let mut current = self.current.write();
         let replaced = std::mem::replace(&mut *current, Arc::clone(&loaded));
         // Bytes rolled back before are tried again if they come back after another module.
@@ -197,23 +246,62 @@ impl Plugin {
         object: Option<String>,
         requeues: u32,
     ) -> Result<bindings::Action, PluginError> {
-        self.call_view(RequestView {
-            target: TargetView {
-                kind: &target.kind,
-                namespace: target.namespace.as_deref(),
-                name: &target.name,
+        self.call_view(
+            RequestView {
+                target: TargetView {
+                    kind: &target.kind,
+                    namespace: target.namespace.as_deref(),
+                    name: &target.name,
+                },
+                object: object.as_deref(),
+                requeues,
             },
-            object: object.as_deref(),
-            requeues,
-        })
+            false,
+        )
         .await
     }
 
-    /// [`call`](Self::call) with a request borrowing its strings.
-    async fn call_view(&self, request: RequestView<'_>) -> Result<bindings::Action, PluginError> {
-        let loaded = Arc::clone(&self.current.read());
-        let result =
-            invoke::reconcile(&loaded.module, &self.context, loaded.pool.as_ref(), request).await;
+    /// [`call`](Self::call) with a request borrowing its strings; to the canary's module if
+    /// `canary` and the plugin has one.
+    async fn call_view(
+        &self,
+        request: RequestView<'_>,
+        canary: bool,
+    ) -> Result<bindings::Action, PluginError> {
+        let loaded = match &self.canary {
+            Some((_, loaded)) if canary => Arc::clone(loaded),
+            _ => Arc::clone(&self.current.read()),
+        };
+        let shadowed = self
+            .shadow
+            .as_ref()
+            .and_then(|shadow| Some((shadow, shadow.admit()?)));
+        let tape = shadowed.as_ref().map(|(_, admitted)| Arc::clone(&admitted.tape));
+        let started = std::time::Instant::now();
+        let result = invoke::reconcile(
+            &loaded.module,
+            &self.context,
+            loaded.pool.as_ref(),
+            request,
+            tape,
+        )
+        .await;
+        if let Some(series) = &loaded.series {
+            let label = result.as_ref().map_or_else(GuestFailure::reason, |_| "success");
+            series.observe(label, started.elapsed().as_secs_f64());
+        }
+        if let Some((shadow, admitted)) = shadowed {
+            let owned = OwnedRequest {
+                target: ObjectRef {
+                    kind: request.target.kind.clone(),
+                    namespace: request.target.namespace.map(str::to_owned),
+                    name: request.target.name.to_owned(),
+                },
+                object: request.object.map(str::to_owned),
+                requeues: request.requeues,
+            };
+            tokio::spawn(Arc::clone(shadow).run(admitted, owned, Answer::of(&result)));
+        }
         self.judge(&loaded, &result);
         result.map_err(|failure| {
             if let Some(failures) = &self.failures {
@@ -288,7 +376,18 @@ impl Reconciler for PluginReconciler {
             object: request.object.as_deref().map(CachedObject::json),
             requeues: request.requeues,
         };
-        let action = self.plugin.call_view(view).await?;
+        let canary = self.plugin.canary.as_ref().is_some_and(|(selector, _)| {
+            request.object.as_deref().is_some_and(|object| {
+                selector.matches_by(|label| {
+                    object
+                        .labels()
+                        .iter()
+                        .find(|(name, _)| &**name == label)
+                        .map(|(_, value)| &**value)
+                })
+            })
+        });
+        let action = self.plugin.call_view(view, canary).await?;
         Ok(match action {
             bindings::Action::Done => Action::Done,
             bindings::Action::Requeue => Action::Requeue,

@@ -11,6 +11,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use super::context::PluginContext;
 use super::guest_log::{CallLog, Source};
 use super::stdio::LogStream;
+use super::tape::SharedTape;
 
 /// The most table elements a guest may grow a table to.
 const MAX_TABLE_ELEMENTS: usize = 1 << 20;
@@ -86,6 +87,8 @@ pub struct GuestState {
     pub(crate) deadline: Instant,
     /// The call's guest text: stdout, stderr and the `log` import.
     pub(crate) call_log: Arc<parking_lot::Mutex<CallLog>>,
+    /// Where the current call's writes are kept, when a shadow compares them.
+    pub(crate) tape: Option<SharedTape>,
 }
 
 impl GuestState {
@@ -112,6 +115,7 @@ impl GuestState {
             plugin,
             deadline: Instant::now(),
             call_log,
+            tape: None,
         }
     }
 

@@ -34,6 +34,8 @@ pub const RECONCILE_TIME_BUCKETS: [f64; 40] = [
 type OneLabel = [(&'static str, String); 1];
 /// `controller="<name>",result="<outcome>"`.
 type ResultLabels = [(&'static str, String); 2];
+/// Three labels, e.g. `plugin`, `module`, `result`.
+type ThreeLabels = [(&'static str, String); 3];
 type FloatGauge = Gauge<f64, AtomicU64>;
 type HistogramFamily<S> = Family<S, Histogram, fn() -> Histogram>;
 
@@ -75,6 +77,10 @@ struct Families {
     shard_keys_owned: Family<OneLabel, Gauge>,
     shard_handovers: Family<OneLabel, Counter>,
     fenced_writes: Family<OneLabel, Counter>,
+    module_reconciles: Family<ThreeLabels, Counter>,
+    module_time: HistogramFamily<ResultLabels>,
+    shadow_runs: Family<ResultLabels, Counter>,
+    shadow_diffs: Family<ThreeLabels, Counter>,
 }
 
 impl Families {
@@ -105,6 +111,10 @@ impl Families {
             shard_keys_owned: Family::default(),
             shard_handovers: Family::default(),
             fenced_writes: Family::default(),
+            module_reconciles: Family::default(),
+            module_time: Family::new_with_constructor(reconcile_time_histogram),
+            shadow_runs: Family::default(),
+            shadow_diffs: Family::default(),
         };
         let f = &families;
         registry.register(
@@ -188,6 +198,30 @@ impl Families {
             "Writes refused because this replica's lease (leader or membership) had lapsed by \
              its own clock",
             f.fenced_writes.clone(),
+        );
+        registry.register(
+            "reconcile_host_plugin_module_reconciles",
+            "Reconciles by plugin, module (the first 12 hex digits of its digest) and result \
+             (success or the failure reason), to compare a canary with the stable module",
+            f.module_reconciles.clone(),
+        );
+        registry.register(
+            "reconcile_host_plugin_module_reconcile_time_seconds",
+            "Length of guest calls by plugin and module (the first 12 hex digits of its digest)",
+            f.module_time.clone(),
+        );
+        registry.register(
+            "reconcile_host_plugin_shadow_runs",
+            "Shadow runs by plugin and outcome: same (no difference), different, failed (the \
+             shadow trapped, overran a limit or made too many writes), skipped (sampled out or \
+             every shadow slot busy)",
+            f.shadow_runs.clone(),
+        );
+        registry.register(
+            "reconcile_host_plugin_shadow_diffs",
+            "Differences between a plugin's writes and its shadow's, by plugin, kind and verb \
+             (verb `action` for a differing answer)",
+            f.shadow_diffs.clone(),
         );
         registry.register(
             "leader_election_master_status",
@@ -404,6 +438,51 @@ impl Metrics {
             .inc();
     }
 
+    /// The series of module `module` (a digest) of plugin `plugin`, labelled with the first
+    /// 12 hex digits of the digest; every result starts at zero.
+    #[must_use]
+    pub fn plugin_module(&self, plugin: &str, module: &str, results: &[&'static str]) -> ModuleSeries {
+        let f = &self.inner.families;
+        let short: String = module.chars().take(12).collect();
+        ModuleSeries {
+            results: results
+                .iter()
+                .map(|result| {
+                    let counter = f.module_reconciles.get_or_create_owned(&[
+                        ("plugin", plugin.to_owned()),
+                        ("module", short.clone()),
+                        ("result", (*result).to_owned()),
+                    ]);
+                    (*result, counter)
+                })
+                .collect(),
+            time: f
+                .module_time
+                .get_or_create_owned(&[("plugin", plugin.to_owned()), ("module", short)]),
+        }
+    }
+
+    /// The shadow series of plugin `plugin`; every run outcome starts at zero.
+    #[must_use]
+    pub fn plugin_shadow(&self, plugin: &str) -> ShadowMetrics {
+        let f = &self.inner.families;
+        let runs = SHADOW_OUTCOMES
+            .iter()
+            .map(|outcome| {
+                let counter = f.shadow_runs.get_or_create_owned(&[
+                    ("plugin", plugin.to_owned()),
+                    ("outcome", (*outcome).to_owned()),
+                ]);
+                (*outcome, counter)
+            })
+            .collect();
+        ShadowMetrics {
+            plugin: plugin.to_owned(),
+            runs,
+            diffs: f.shadow_diffs.clone(),
+        }
+    }
+
     /// Sharded mode's series for the ring `ring`.
     #[must_use]
     pub fn sharding(&self, ring: &str) -> ShardMetrics {
@@ -539,6 +618,54 @@ impl PluginFailures {
         if let Some((_, counter)) = self.counters.iter().find(|(r, _)| *r == reason) {
             counter.inc();
         }
+    }
+}
+
+/// The outcomes of a shadow run (`reconcile_host_plugin_shadow_runs_total{outcome}`).
+pub const SHADOW_OUTCOMES: [&str; 4] = ["same", "different", "failed", "skipped"];
+
+/// One module's series, from [`Metrics::plugin_module`].
+#[derive(Clone, Debug)]
+pub struct ModuleSeries {
+    results: Vec<(&'static str, Counter)>,
+    time: Histogram,
+}
+
+impl ModuleSeries {
+    /// Counts one call with `result` that took `seconds`.
+    pub fn observe(&self, result: &str, seconds: f64) {
+        if let Some((_, counter)) = self.results.iter().find(|(r, _)| *r == result) {
+            counter.inc();
+        }
+        self.time.observe(seconds);
+    }
+}
+
+/// A plugin's shadow series, from [`Metrics::plugin_shadow`].
+#[derive(Clone, Debug)]
+pub struct ShadowMetrics {
+    plugin: String,
+    runs: Vec<(&'static str, Counter)>,
+    diffs: Family<ThreeLabels, Counter>,
+}
+
+impl ShadowMetrics {
+    /// Counts one run with `outcome` (one of [`SHADOW_OUTCOMES`]).
+    pub fn ran(&self, outcome: &str) {
+        if let Some((_, counter)) = self.runs.iter().find(|(o, _)| *o == outcome) {
+            counter.inc();
+        }
+    }
+
+    /// Counts one difference about an object of `kind` made by `verb`.
+    pub fn differs(&self, kind: &str, verb: &str) {
+        self.diffs
+            .get_or_create(&[
+                ("plugin", self.plugin.clone()),
+                ("kind", kind.to_owned()),
+                ("verb", verb.to_owned()),
+            ])
+            .inc();
     }
 }
 

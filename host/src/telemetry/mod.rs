@@ -42,6 +42,7 @@ pub use handle::Telemetry;
 pub use health::{CheckResult, Health, Readiness, ReadinessGate};
 pub use hooks::{ControllerMetrics, LeaderStatus, WorkqueueMetrics};
 pub use metrics::{
-    Metrics, PluginFailures, RECONCILE_TIME_BUCKETS, ScrapeHook, ShardMetrics, WORKQUEUE_BUCKETS,
+    Metrics, ModuleSeries, PluginFailures, RECONCILE_TIME_BUCKETS, SHADOW_OUTCOMES, ScrapeHook,
+    ShadowMetrics, ShardMetrics, WORKQUEUE_BUCKETS,
 };
 pub use server::{OPENMETRICS_CONTENT_TYPE, Server};

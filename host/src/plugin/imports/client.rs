@@ -8,6 +8,7 @@ use super::super::bindings::{CallError, ObjectRef};
 use super::super::manifest::Verb;
 use super::super::reference;
 use super::super::state::GuestState;
+use super::super::tape;
 use super::{parse_object, target};
 
 impl GuestState {
@@ -19,6 +20,7 @@ impl GuestState {
         call: ApiCall,
     ) -> impl Future<Output = ApiResult> + Send + 'static {
         let plugin = Arc::clone(&self.plugin);
+        let tape = self.tape.clone();
         let target = call.target();
         let checked = checked_reference(&call, subresource).and_then(|()| {
             plugin
@@ -32,7 +34,7 @@ impl GuestState {
         });
         async move {
             checked?;
-            plugin.api.call(call).await
+            tape::perform(Arc::clone(&plugin.api), tape, call).await
         }
     }
 

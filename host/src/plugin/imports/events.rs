@@ -80,47 +80,65 @@ impl Host for GuestState {
             .clone()
             .unwrap_or_else(|| "default".to_owned());
         self.may_report_on(&kind, regarding.namespace.as_deref(), &namespace)?;
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
-        let name = format!("{}.{:x}", regarding.name, now.as_nanos());
-        let mut note = note;
-        if note.len() > MAX_NOTE {
-            let mut end = MAX_NOTE;
-            while !note.is_char_boundary(end) {
-                end -= 1;
-            }
-            note.truncate(end);
-        }
-        let event = serde_json::json!({
-            "apiVersion": "events.k8s.io/v1",
-            "kind": "Event",
-            "metadata": { "name": name, "namespace": namespace },
-            "eventTime": micro_time(now),
-            "reportingController": format!("reconcile-host/{}", self.plugin.name),
-            "reportingInstance": format!("reconcile-host/{}", self.plugin.name),
-            "action": "Reconcile",
-            "reason": reason,
-            "note": note,
-            "type": match event_type { EventType::Normal => "Normal", EventType::Warning => "Warning" },
-            "regarding": {
-                "apiVersion": regarding.kind.api_version,
-                "kind": regarding.kind.kind,
-                "namespace": regarding.namespace,
-                "name": regarding.name,
-            },
-        });
-        let call = ApiCall::Create {
-            target: Target {
-                kind: event_kind(),
-                namespace: Some(namespace),
-                name,
-            },
-            object: event,
-            field_manager: self.plugin.name.to_string(),
+        let event_type = match event_type {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
         };
-        let plugin = std::sync::Arc::clone(&self.plugin);
-        plugin.api.call(call).await.map(drop)
+        let call = event_call(&self.plugin.name, &regarding, event_type, &reason, &note);
+        let api = std::sync::Arc::clone(&self.plugin.api);
+        super::super::tape::perform(api, self.tape.clone(), call)
+            .await
+            .map(drop)
+    }
+}
+
+/// The create of an Event (`events.k8s.io/v1`) reported by plugin `plugin` about `regarding`,
+/// in its namespace (`default` for a cluster-scoped object), the note cut at 1 KiB.
+pub(crate) fn event_call(
+    plugin: &str,
+    regarding: &ObjectRef,
+    event_type: &str,
+    reason: &str,
+    note: &str,
+) -> ApiCall {
+    let namespace = regarding
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".to_owned());
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let name = format!("{}.{:x}", regarding.name, now.as_nanos());
+    let mut end = note.len().min(MAX_NOTE);
+    while !note.is_char_boundary(end) {
+        end -= 1;
+    }
+    let event = serde_json::json!({
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": { "name": name, "namespace": namespace },
+        "eventTime": micro_time(now),
+        "reportingController": format!("reconcile-host/{plugin}"),
+        "reportingInstance": format!("reconcile-host/{plugin}"),
+        "action": "Reconcile",
+        "reason": reason,
+        "note": &note[..end],
+        "type": event_type,
+        "regarding": {
+            "apiVersion": regarding.kind.api_version,
+            "kind": regarding.kind.kind,
+            "namespace": regarding.namespace,
+            "name": regarding.name,
+        },
+    });
+    ApiCall::Create {
+        target: Target {
+            kind: event_kind(),
+            namespace: Some(namespace),
+            name,
+        },
+        object: event,
+        field_manager: plugin.to_owned(),
     }
 }
 

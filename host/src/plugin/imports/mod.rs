@@ -10,6 +10,8 @@ mod log;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use events::event_call;
+
 use super::api::Target;
 use super::bindings::{CallError, Kind, ObjectRef};
 use super::state::GuestState;

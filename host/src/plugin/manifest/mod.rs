@@ -44,7 +44,7 @@ mod values;
 use std::path::{Path, PathBuf};
 
 pub use grant::{Denied, Grant, Missing, Verb};
-pub use model::{ApiRateLimit, InstanceReuse, Limits, Manifest, RateLimiterSettings};
+pub use model::{ApiRateLimit, Canary, InstanceReuse, Limits, Manifest, RateLimiterSettings, Shadow};
 pub use raw::{ModuleSource, RawConfigMapRef, RawManifest, ReconcilerPlugin};
 pub use status::{PluginCondition, ReconcilerPluginStatus};
 pub use values::quantity;

@@ -50,6 +50,34 @@ pub struct Manifest {
     pub env: Vec<(String, String)>,
     /// What the guest may do through the `client` import.
     pub grants: Vec<Grant>,
+    /// A module run after the primary on the same key and object, its writes compared.
+    pub shadow: Option<Shadow>,
+    /// A module that reconciles the keys whose object matches a selector.
+    pub canary: Option<Canary>,
+}
+
+/// `shadow:`: after each sampled reconcile, the shadow module runs on the same key and object
+/// snapshot; its writes are answered by server-side dry runs and compared with the primary's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Shadow {
+    /// Absolute path of the shadow's component.
+    pub module: PathBuf,
+    /// The fraction of reconciles shadowed, in (0, 1].
+    pub sample: f64,
+    /// The shadow's per-call limits.
+    pub limits: Limits,
+    /// The shadow's environment, sorted by name.
+    pub env: Vec<(String, String)>,
+}
+
+/// `canary:`: keys whose cached object matches `selector` are reconciled by `module`; the rest
+/// (and keys whose object is gone) by the plugin's module.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Canary {
+    /// Which objects go to the canary.
+    pub selector: LabelSelector,
+    /// Absolute path of the canary's component.
+    pub module: PathBuf,
 }
 
 /// `rateLimiter:`: the queue's limiter settings (client-go's controller defaults). `qps` and

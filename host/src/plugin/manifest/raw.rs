@@ -2,7 +2,7 @@
 //! validation into a [`Manifest`].
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kube::{CustomResource, KubeSchema};
@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::grant::{Grant, VERBS, Verb};
-use super::model::{ApiRateLimit, InstanceReuse, Limits, Manifest, RateLimiterSettings};
+use super::model::{
+    ApiRateLimit, Canary, InstanceReuse, Limits, Manifest, RateLimiterSettings, Shadow,
+};
 use super::status::ReconcilerPluginStatus;
 use super::values::{
     GI, MI, Problem, describe, duration_in, each_once, integer_in, kind_ref, label_problem,
@@ -120,6 +122,41 @@ pub struct RawManifest {
     /// What the `client` import may do; default: nothing.
     #[serde(skip_serializing_if = "Option::is_none")]
     grants: Option<Vec<RawGrant>>,
+    /// A manifest file's shadow: another module run after the primary on the same key and
+    /// object, its writes answered by dry runs and compared with the primary's.
+    #[schemars(skip)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shadow: Option<RawShadow>,
+    /// A manifest file's canary: keys whose object matches `selector` go to `module`.
+    #[schemars(skip)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    canary: Option<RawCanary>,
+}
+
+/// `shadow:` of a manifest file.
+#[derive(Default, Deserialize, Serialize, Clone, Debug)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(expecting = "a mapping of `module` and optional `sample`, `limits` and `env`")]
+struct RawShadow {
+    /// The shadow's component path, relative to the manifest's directory.
+    module: Option<String>,
+    /// The fraction of reconciles shadowed, 0 to 1 (default 1).
+    sample: Option<f64>,
+    /// The shadow's own per-call limits (default: the plugin's).
+    limits: Option<RawLimits>,
+    /// The shadow's environment (default: the plugin's).
+    env: Option<Env>,
+}
+
+/// `canary:` of a manifest file.
+#[derive(Default, Deserialize, Serialize, Clone, Debug)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(expecting = "a mapping of `selector` and `module`")]
+struct RawCanary {
+    /// Keys whose object matches this label selector go to the canary.
+    selector: Option<String>,
+    /// The canary's component path, relative to the manifest's directory.
+    module: Option<String>,
 }
 
 /// Go-style durations as the manifest's parser reads them: `500ms`, `15s`, `2m`, `1h`, `1m30s`.
@@ -374,6 +411,19 @@ impl RawManifest {
                 ));
             }
         };
+        if self.shadow.is_some() || self.canary.is_some() {
+            let field = if self.shadow.is_some() {
+                "shadow"
+            } else {
+                "canary"
+            };
+            return Err(problem(
+                format!("spec.{field}"),
+                "is a manifest file's field: a ReconcilerPlugin object cannot name a second \
+                 module; run the new module as a plugin file with `shadow` or `canary`, or as \
+                 an object of its own",
+            ));
+        }
         if self.name.is_some() || self.module.is_some() {
             let field = if self.name.is_some() {
                 "name"
@@ -491,37 +541,7 @@ impl RawManifest {
             "allow 1 to 64 concurrent reconciles",
         )?;
         let rate_limiter = validate_rate_limiter(self.rate_limiter.unwrap_or_default())?;
-        let (raw, default) = (self.limits.unwrap_or_default(), Limits::default());
-        let limits = Limits {
-            deadline: duration_in(
-                "limits.deadline",
-                raw.deadline.as_deref(),
-                default.deadline,
-                (Duration::from_millis(1), Duration::from_secs(600)),
-                "a deadline is between 1ms and 10m",
-            )?,
-            memory: memory_in(
-                "limits.memory",
-                raw.memory.as_deref(),
-                default.memory,
-                (MI, 4 * GI),
-                "a memory limit is between 1Mi and 4Gi",
-            )?,
-            min_requeue_after: duration_in(
-                "limits.minRequeueAfter",
-                raw.min_requeue_after.as_deref(),
-                default.min_requeue_after,
-                (Duration::from_millis(10), Duration::from_secs(3600)),
-                "the shortest requeue-after is between 10ms and 1h (default 100ms)",
-            )?,
-            log_lines_per_second: integer_in(
-                "limits.logLinesPerSecond",
-                raw.log_lines_per_second,
-                default.log_lines_per_second,
-                100_000,
-                "allow 1 to 100000 guest log lines a second (default 100)",
-            )?,
-        };
+        let limits = validate_limits("limits", self.limits.unwrap_or_default(), Limits::default())?;
         let api_rate_limit = match self.api_rate_limit {
             Some(raw) => Some(validate_api_rate_limit(raw)?),
             None => None,
@@ -549,21 +569,15 @@ impl RawManifest {
             }),
             None => None,
         };
-        let mut env = self.env.map(|Env(vars)| vars).unwrap_or_default();
-        env.sort();
-        for (name, _) in &env {
-            let ok = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-            if !ok {
-                return Err(problem(
-                    format!("env.{name}"),
-                    format!(
-                        "`{name}` is not an environment variable name; use letters, digits and \
-                         `_`, not starting with a digit, e.g. `LOG_FORMAT`"
-                    ),
-                ));
-            }
-        }
+        let env = validate_env("env", self.env)?;
+        let shadow = match self.shadow {
+            Some(raw) => Some(validate_shadow(raw, base_dir, limits, &env)?),
+            None => None,
+        };
+        let canary = match self.canary {
+            Some(raw) => Some(validate_canary(raw, base_dir)?),
+            None => None,
+        };
         let grants = (self.grants.iter().flatten().enumerate())
             .map(|(i, raw)| validate_grant(&format!("grants[{i}]"), raw))
             .collect::<Result<_, _>>()?;
@@ -585,8 +599,125 @@ impl RawManifest {
             instance_reuse,
             env,
             grants,
+            shadow,
+            canary,
         })
     }
+}
+
+fn validate_limits(field: &str, raw: RawLimits, default: Limits) -> Result<Limits, Problem> {
+    Ok(Limits {
+        deadline: duration_in(
+            &format!("{field}.deadline"),
+            raw.deadline.as_deref(),
+            default.deadline,
+            (Duration::from_millis(1), Duration::from_secs(600)),
+            "a deadline is between 1ms and 10m",
+        )?,
+        memory: memory_in(
+            &format!("{field}.memory"),
+            raw.memory.as_deref(),
+            default.memory,
+            (MI, 4 * GI),
+            "a memory limit is between 1Mi and 4Gi",
+        )?,
+        min_requeue_after: duration_in(
+            &format!("{field}.minRequeueAfter"),
+            raw.min_requeue_after.as_deref(),
+            default.min_requeue_after,
+            (Duration::from_millis(10), Duration::from_secs(3600)),
+            "the shortest requeue-after is between 10ms and 1h (default 100ms)",
+        )?,
+        log_lines_per_second: integer_in(
+            &format!("{field}.logLinesPerSecond"),
+            raw.log_lines_per_second,
+            default.log_lines_per_second,
+            100_000,
+            "allow 1 to 100000 guest log lines a second (default 100)",
+        )?,
+    })
+}
+
+fn validate_env(field: &str, raw: Option<Env>) -> Result<Vec<(String, String)>, Problem> {
+    let mut env = raw.map(|Env(vars)| vars).unwrap_or_default();
+    env.sort();
+    for (name, _) in &env {
+        let ok = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !ok {
+            return Err(problem(
+                format!("{field}.{name}"),
+                format!(
+                    "`{name}` is not an environment variable name; use letters, digits and \
+                     `_`, not starting with a digit, e.g. `LOG_FORMAT`"
+                ),
+            ));
+        }
+    }
+    Ok(env)
+}
+
+/// A module path of `field`, absolute (resolved against the manifest's directory).
+fn module_path(field: &str, module: Option<&str>, base_dir: &Path) -> Result<PathBuf, Problem> {
+    match module {
+        None | Some("") => Err(problem(
+            field,
+            "missing; add the component's path, e.g. `module: website-v2.wasm` (relative to \
+             the manifest's directory)",
+        )),
+        Some(module) => std::path::absolute(base_dir.join(module))
+            .map_err(|e| problem(field, format!("cannot make `{module}` absolute: {e}"))),
+    }
+}
+
+fn validate_shadow(
+    raw: RawShadow,
+    base_dir: &Path,
+    limits: Limits,
+    env: &[(String, String)],
+) -> Result<Shadow, Problem> {
+    let module = module_path("shadow.module", raw.module.as_deref(), base_dir)?;
+    let sample = raw.sample.unwrap_or(1.0);
+    if !(sample > 0.0 && sample <= 1.0) {
+        return Err(problem(
+            "shadow.sample",
+            format!(
+                "{sample} is not a fraction of reconciles; give a number above 0 and at most 1 \
+                 (default 1: every reconcile)"
+            ),
+        ));
+    }
+    let limits = match raw.limits {
+        Some(raw) => validate_limits("shadow.limits", raw, limits)?,
+        None => limits,
+    };
+    let env = match raw.env {
+        Some(raw) => validate_env("shadow.env", Some(raw))?,
+        None => env.to_vec(),
+    };
+    Ok(Shadow {
+        module,
+        sample,
+        limits,
+        env,
+    })
+}
+
+fn validate_canary(raw: RawCanary, base_dir: &Path) -> Result<Canary, Problem> {
+    let module = module_path("canary.module", raw.module.as_deref(), base_dir)?;
+    let selector = match raw.selector.as_deref() {
+        None | Some("") => {
+            return Err(problem(
+                "canary.selector",
+                "missing; add the label selector of the objects the canary reconciles, e.g. \
+                 `selector: \"canary=true\"`",
+            ));
+        }
+        Some(text) => {
+            LabelSelector::parse(text).map_err(|e| problem("canary.selector", e.to_string()))?
+        }
+    };
+    Ok(Canary { selector, module })
 }
 
 fn validate_rate_limiter(raw: RawRateLimiter) -> Result<RateLimiterSettings, Problem> {

@@ -168,3 +168,25 @@ fn a_memory_size_in_an_objects_json_may_be_a_number_of_bytes() {
     assert_eq!(spec["limits"]["memory"], "67108864");
     assert_eq!(spec["instanceReuse"]["maxMemory"], "32Mi");
 }
+
+#[test]
+fn an_object_cannot_name_a_shadow_or_canary_module() {
+    for (field, yaml) in [
+        ("shadow", "  shadow: {module: v2.wasm}\n"),
+        ("canary", "  canary: {selector: a=b, module: v2.wasm}\n"),
+    ] {
+        let object = format!(
+            "apiVersion: reconcile-host.dev/v1alpha1\nkind: ReconcilerPlugin\nmetadata: {{name: web}}\n\
+             spec:\n  oci: registry.example.com/web@sha256:{}\n  for: {{apiVersion: v1, kind: ConfigMap}}\n{yaml}",
+            "0".repeat(64)
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("web.yaml");
+        std::fs::write(&path, object).unwrap();
+        let error = Manifest::load_object(&path).unwrap_err().to_string();
+        assert!(
+            error.contains(&format!("`spec.{field}`: is a manifest file's field")),
+            "{error}"
+        );
+    }
+}

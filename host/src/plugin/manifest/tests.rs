@@ -225,7 +225,15 @@ fn each_invalid_value_is_refused_naming_its_field_value_and_fix() {
             grants: [{apiVersion: v1, kind: A, verbs: [get], namespaces: []}] | grants[0].namespaces | is empty, so the grant allows nothing
             grants: [{apiVersion: v1, kind: A, verbs: [get], namespaces: [a, '*']}] | grants[0].namespaces | `*` already means every namespace
             grants: [{apiVersion: v1, kind: A, verbs: [get], namespaces: [A]}] | grants[0].namespaces | `A` is not a valid namespace name
-            grants: [{apiVersion: v1, kind: A, verbs: [get], subresources: [Status]}] | grants[0].subresources | `Status` is not a valid subresource name";
+            grants: [{apiVersion: v1, kind: A, verbs: [get], subresources: [Status]}] | grants[0].subresources | `Status` is not a valid subresource name
+            shadow: {sample: 1} | shadow.module | missing; add the component's path
+            shadow: {module: v2.wasm, sample: 0} | shadow.sample | 0 is not a fraction of reconciles; give a number above 0 and at most 1
+            shadow: {module: v2.wasm, sample: 1.5} | shadow.sample | 1.5 is not a fraction
+            shadow: {module: v2.wasm, limits: {deadline: 11m}} | shadow.limits.deadline | `11m` is out of range
+            shadow: {module: v2.wasm, env: {A-B: x}} | shadow.env.A-B | `A-B` is not an environment variable name
+            canary: {module: v2.wasm} | canary.selector | missing; add the label selector of the objects the canary reconciles
+            canary: {selector: 'a in (b', module: v2.wasm} | canary.selector | label selector `a in (b`
+            canary: {selector: canary=true} | canary.module | missing; add the component's path";
     for case in cases.lines() {
         let mut parts = case.trim().split(" | ");
         let (extra, field, fragment) = (
@@ -513,4 +521,33 @@ fn reads_covers_the_for_owns_and_cache_kinds_only() {
 fn verbs_display_as_lowercase_kubernetes_verbs() {
     let shown: Vec<String> = Verb::ALL.iter().map(ToString::to_string).collect();
     assert_eq!(shown, ["get", "create", "update", "patch", "delete"]);
+}
+
+#[test]
+fn a_shadow_defaults_to_every_reconcile_with_the_plugins_limits_and_env() {
+    let manifest = parse(&format!(
+        "{MINIMAL}limits: {{deadline: 3s}}\nenv: {{A: '1'}}\nshadow: {{module: lib/v2.wasm}}\n\
+         canary: {{selector: 'track in (canary)', module: v3.wasm}}\n"
+    ))
+    .unwrap();
+    let shadow = manifest.shadow.expect("a shadow");
+    assert_eq!(shadow.module, Path::new("/plugins/web/lib/v2.wasm"));
+    assert!((shadow.sample - 1.0).abs() < f64::EPSILON);
+    assert_eq!(shadow.limits, manifest.limits);
+    assert_eq!(shadow.env, [("A".to_owned(), "1".to_owned())]);
+    let canary = manifest.canary.expect("a canary");
+    assert_eq!(canary.module, Path::new("/plugins/web/v3.wasm"));
+    assert!(canary.selector.matches_by(|l| (l == "track").then_some("canary")));
+    assert!(!canary.selector.matches_by(|_| None));
+
+    let own = parse(&format!(
+        "{MINIMAL}shadow: {{module: v2.wasm, sample: 0.25, limits: {{memory: 8Mi}}, env: {{B: '2'}}}}\n"
+    ))
+    .unwrap()
+    .shadow
+    .expect("a shadow");
+    assert!((own.sample - 0.25).abs() < f64::EPSILON);
+    assert_eq!(own.limits.memory, 8 << 20);
+    assert_eq!(own.limits.deadline, Limits::default().deadline);
+    assert_eq!(own.env, [("B".to_owned(), "2".to_owned())]);
 }

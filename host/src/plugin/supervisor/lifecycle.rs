@@ -13,6 +13,7 @@ use crate::plugin::loader::{cache_scopes, controller_spec, manifest_paths};
 use crate::plugin::manifest::{Manifest, ManifestError};
 use crate::plugin::module::{LoadError, Module, hex_sha256};
 use crate::plugin::reconciler::{FAILURE_REASONS, Plugin, PluginReconciler, RollbackHook};
+use crate::plugin::shadow::ShadowRunner;
 
 impl Plugins {
     /// Loads every plugin the sources name. At start, any failure is an error (a host with a
@@ -43,14 +44,49 @@ impl Plugins {
         }
         Ok(running.len())
     }
-    async fn module(&self, manifest: &Manifest) -> Result<Arc<Module>, PluginError> {
-        self.loader
-            .load(&manifest.module)
-            .await
-            .map_err(|source| PluginError::Module {
-                plugin: manifest.name.clone(),
-                source,
-            })
+    /// Loads the plugin's module, and its canary's and shadow's if it names them.
+    async fn module(&self, manifest: &Manifest) -> Result<Modules, PluginError> {
+        let load = |path: &Path| {
+            let path = path.to_owned();
+            async move {
+                self.loader
+                    .load(&path)
+                    .await
+                    .map_err(|source| PluginError::Module {
+                        plugin: manifest.name.clone(),
+                        source,
+                    })
+            }
+        };
+        let primary = load(&manifest.module).await?;
+        let canary = match &manifest.canary {
+            Some(canary) => Some(load(&canary.module).await?),
+            None => None,
+        };
+        let shadow = match &manifest.shadow {
+            Some(shadow) => Some(load(&shadow.module).await?),
+            None => None,
+        };
+        Ok(Modules {
+            primary,
+            canary,
+            shadow,
+        })
+    }
+
+    /// Whether the canary's or the shadow's module file no longer holds the module running (the
+    /// plugin is then rebuilt; the primary's module is swapped in place).
+    pub(super) async fn side_modules_changed(&self, current: &Running, manifest: &Manifest) -> bool {
+        let (canary, shadow) = current.plugin.side_modules();
+        let changed = async |path: Option<&Path>, running: Option<&str>| match (path, running) {
+            (Some(path), Some(running)) => tokio::fs::read(path)
+                .await
+                .map_or(true, |bytes| hex_sha256(&bytes) != running),
+            (None, None) => false,
+            _ => true,
+        };
+        changed(manifest.canary.as_ref().map(|c| c.module.as_path()), canary).await
+            || changed(manifest.shadow.as_ref().map(|s| s.module.as_path()), shadow).await
     }
 
     pub(super) async fn add(
@@ -218,7 +254,7 @@ impl Plugins {
         path: PathBuf,
         manifest: Manifest,
         text: String,
-        module: Arc<Module>,
+        modules: Modules,
         keys: Vec<ObjectKey>,
     ) -> Result<Running, PluginError> {
         let name = manifest.name.clone();
@@ -263,8 +299,22 @@ impl Plugins {
                 telemetry.metrics().plugin_hot_requeues(&name),
             ),
         );
-        let plugin =
-            Arc::new(Plugin::new(context, module, Some(failures)).with_rollback_hook(hook));
+        let mut plugin = Plugin::new(Arc::clone(&context), modules.primary, Some(failures))
+            .with_rollback_hook(hook)
+            .with_metrics(telemetry.metrics().clone());
+        if let (Some(canary), Some(module)) = (&context.manifest.canary, modules.canary) {
+            plugin = plugin.with_canary(canary.selector.clone(), module);
+        }
+        if let (Some(shadow), Some(module)) = (&context.manifest.shadow, modules.shadow) {
+            plugin = plugin.with_shadow(ShadowRunner::new(
+                module,
+                Arc::new(context.shadow(shadow)),
+                shadow.sample,
+                context.manifest.concurrency,
+                Some(telemetry.metrics().plugin_shadow(&name)),
+            ));
+        }
+        let plugin = Arc::new(plugin);
         let queue = match self
             .runtime
             .add_controller(spec, PluginReconciler::new(Arc::clone(&plugin)))
@@ -294,6 +344,13 @@ impl Plugins {
             gate,
         })
     }
+}
+
+/// A plugin's modules: its own, and its canary's and shadow's when the manifest names them.
+pub(super) struct Modules {
+    primary: Arc<Module>,
+    canary: Option<Arc<Module>>,
+    shadow: Option<Arc<Module>>,
 }
 
 fn read_manifest(path: &Path) -> Result<(Manifest, String), PluginError> {

@@ -156,7 +156,10 @@ impl Plugins {
             let renamed_from = previous.filter(|old| *old != name);
             let result = match running.get(&name) {
                 None => self.add(&mut running, path.clone(), manifest, text).await,
-                Some(current) if current.manifest_text != text => {
+                Some(current)
+                    if current.manifest_text != text
+                        || self.side_modules_changed(current, &manifest).await =>
+                {
                     self.rebuild(&mut running, path.clone(), manifest, text)
                         .await
                 }
