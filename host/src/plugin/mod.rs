@@ -23,9 +23,9 @@ pub mod objects;
 pub mod oci;
 pub mod reconciler;
 pub mod reference;
+pub mod shadow;
 pub mod state;
 mod stdio;
-pub mod shadow;
 pub mod supervisor;
 pub mod tape;
 

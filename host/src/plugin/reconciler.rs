@@ -10,10 +10,10 @@ use super::bindings::{self, Kind, ObjectRef};
 use super::context::PluginContext;
 use super::invoke::{self, GuestFailure, InstancePool, RequestView, TargetView};
 use super::module::Module;
+use super::shadow::{Answer, OwnedRequest, ShadowRunner};
 use crate::controller::{Action, Reconciler, Request};
 use crate::informer::CachedObject;
 use crate::telemetry::{Metrics, ModuleSeries, PluginFailures};
-use super::shadow::{Answer, OwnedRequest, ShadowRunner};
 use label_selector::LabelSelector;
 
 /// Every reason a guest call can fail, as labelled in metrics.
@@ -44,7 +44,14 @@ pub struct Loaded {
 }
 
 /// The results counted per module: `success` and every [`FAILURE_REASONS`] entry.
-const MODULE_RESULTS: [&str; 6] = ["success", "error", "trap", "deadline", "memory", "instantiate"];
+const MODULE_RESULTS: [&str; 6] = [
+    "success",
+    "error",
+    "trap",
+    "deadline",
+    "memory",
+    "instantiate",
+];
 
 /// Consecutive traps of a freshly swapped-in module, before its first good call, that roll it
 /// back to the module it replaced.
@@ -146,15 +153,18 @@ impl Plugin {
     #[must_use]
     pub fn side_modules(&self) -> (Option<&str>, Option<&str>) {
         (
-            self.canary.as_ref().map(|(_, loaded)| loaded.module.digest()),
+            self.canary
+                .as_ref()
+                .map(|(_, loaded)| loaded.module.digest()),
             self.shadow.as_ref().map(|shadow| shadow.module().digest()),
         )
     }
 
     fn loaded(context: &PluginContext, metrics: Option<&Metrics>, module: Arc<Module>) -> Loaded {
         Loaded {
-            series: metrics
-                .map(|metrics| metrics.plugin_module(&context.name, module.digest(), &MODULE_RESULTS)),
+            series: metrics.map(|metrics| {
+                metrics.plugin_module(&context.name, module.digest(), &MODULE_RESULTS)
+            }),
             module,
             pool: context.manifest.instance_reuse.map(InstancePool::new),
         }
@@ -276,7 +286,9 @@ impl Plugin {
             .shadow
             .as_ref()
             .and_then(|shadow| Some((shadow, shadow.admit()?)));
-        let tape = shadowed.as_ref().map(|(_, admitted)| Arc::clone(&admitted.tape));
+        let tape = shadowed
+            .as_ref()
+            .map(|(_, admitted)| Arc::clone(&admitted.tape));
         let started = std::time::Instant::now();
         let result = invoke::reconcile(
             &loaded.module,
@@ -287,7 +299,9 @@ impl Plugin {
         )
         .await;
         if let Some(series) = &loaded.series {
-            let label = result.as_ref().map_or_else(GuestFailure::reason, |_| "success");
+            let label = result
+                .as_ref()
+                .map_or_else(GuestFailure::reason, |_| "success");
             series.observe(label, started.elapsed().as_secs_f64());
         }
         if let Some((shadow, admitted)) = shadowed {

@@ -110,7 +110,11 @@ struct IntentKey {
 
 impl std::fmt::Display for IntentKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}/{} ", self.verb, self.kind.api_version, self.kind.kind)?;
+        write!(
+            f,
+            "{} {}/{} ",
+            self.verb, self.kind.api_version, self.kind.kind
+        )?;
         if let Some(namespace) = &self.namespace {
             write!(f, "{namespace}/")?;
         }
@@ -154,7 +158,10 @@ fn without_server_fields(mut object: Value) -> Value {
 }
 
 /// The intents of `writes`; `base` gives an object's cached JSON, the base of its patches.
-fn intents(writes: &[Write], base: &dyn Fn(&Target) -> Option<Value>) -> BTreeMap<IntentKey, Value> {
+fn intents(
+    writes: &[Write],
+    base: &dyn Fn(&Target) -> Option<Value>,
+) -> BTreeMap<IntentKey, Value> {
     let mut intents = BTreeMap::new();
     for write in writes {
         let target = write.call.target();
@@ -163,7 +170,9 @@ fn intents(writes: &[Write], base: &dyn Fn(&Target) -> Option<Value>) -> BTreeMa
         }
         let (key, value) = match &write.call {
             ApiCall::Apply {
-                object, subresource, ..
+                object,
+                subresource,
+                ..
             } => (key("apply", target, subresource.as_ref()), object.clone()),
             ApiCall::Patch {
                 body, subresource, ..
@@ -196,12 +205,14 @@ fn intents(writes: &[Write], base: &dyn Fn(&Target) -> Option<Value>) -> BTreeMa
                 };
                 (key, value)
             }
-            ApiCall::Create { object, .. } => {
-                (key("create", target, None), without_server_fields(object.clone()))
-            }
-            ApiCall::Replace { object, .. } => {
-                (key("update", target, None), without_server_fields(object.clone()))
-            }
+            ApiCall::Create { object, .. } => (
+                key("create", target, None),
+                without_server_fields(object.clone()),
+            ),
+            ApiCall::Replace { object, .. } => (
+                key("update", target, None),
+                without_server_fields(object.clone()),
+            ),
             ApiCall::Delete { .. } => (key("delete", target, None), Value::Null),
             ApiCall::Get { .. } => continue,
         };
@@ -235,7 +246,8 @@ fn changes(path: &str, primary: Option<&Value>, shadow: Option<&Value>, out: &mu
         }
         (a, b) if a == b => {}
         (a, b) => {
-            let shown = |v: Option<&Value>| v.map_or_else(|| "(absent)".to_owned(), Value::to_string);
+            let shown =
+                |v: Option<&Value>| v.map_or_else(|| "(absent)".to_owned(), Value::to_string);
             out.push(format!(
                 "{}: primary {}, shadow {}",
                 if path.is_empty() { "/" } else { path },
@@ -521,25 +533,39 @@ mod tests {
     }
 
     fn base(_: &Target) -> Option<Value> {
-        Some(serde_json::json!({"metadata": {"name": "a", "resourceVersion": "7",
-            "annotations": {"keep": "1"}}, "data": {"v": "1"}}))
+        Some(
+            serde_json::json!({"metadata": {"name": "a", "resourceVersion": "7",
+            "annotations": {"keep": "1"}}, "data": {"v": "1"}}),
+        )
     }
 
     const DONE: Answer = Answer::Done;
 
     #[test]
     fn the_same_writes_and_answer_make_no_difference() {
-        let writes = [merge("a", serde_json::json!({"metadata": {"annotations": {"x": "1"}}}))];
+        let writes = [merge(
+            "a",
+            serde_json::json!({"metadata": {"annotations": {"x": "1"}}}),
+        )];
         assert!(compare("ConfigMap", (&writes, &DONE), (&writes, &DONE), &base).is_empty());
     }
 
     #[test]
     fn a_patch_changing_one_field_differently_names_exactly_that_field() {
-        let primary = [merge("a", serde_json::json!({"metadata": {"annotations": {"by": "a"}}}))];
-        let shadow = [merge("a", serde_json::json!({"metadata": {"annotations": {"by": "b"}}}))];
+        let primary = [merge(
+            "a",
+            serde_json::json!({"metadata": {"annotations": {"by": "a"}}}),
+        )];
+        let shadow = [merge(
+            "a",
+            serde_json::json!({"metadata": {"annotations": {"by": "b"}}}),
+        )];
         let found = compare("ConfigMap", (&primary, &DONE), (&shadow, &DONE), &base);
         assert_eq!(found.len(), 1, "{found:?}");
-        assert_eq!((found[0].kind.as_str(), found[0].verb), ("ConfigMap", "patch"));
+        assert_eq!(
+            (found[0].kind.as_str(), found[0].verb),
+            ("ConfigMap", "patch")
+        );
         assert_eq!(
             found[0].text,
             "patch v1/ConfigMap default/a: /metadata/annotations/by: primary \"a\", shadow \"b\""
@@ -571,8 +597,15 @@ mod tests {
         let found = compare("ConfigMap", (&primary, &DONE), (&[], &requeue), &base);
         let verbs: Vec<_> = found.iter().map(|d| d.verb).collect();
         assert_eq!(verbs, ["action", "patch"]);
-        assert_eq!(found[0].text, "answer: primary done, shadow requeue-after 5000ms");
-        assert!(found[1].text.ends_with("only the primary"), "{}", found[1].text);
+        assert_eq!(
+            found[0].text,
+            "answer: primary done, shadow requeue-after 5000ms"
+        );
+        assert!(
+            found[1].text.ends_with("only the primary"),
+            "{}",
+            found[1].text
+        );
     }
 
     #[test]

@@ -196,7 +196,12 @@ mod tests {
         let api: SharedApi = Arc::new(Recorder::default());
         let tape = Tape::primary();
         for i in 0..=MAX_WRITES {
-            let _ = perform(Arc::clone(&api), Some(Arc::clone(&tape)), create(&format!("c{i}"))).await;
+            let _ = perform(
+                Arc::clone(&api),
+                Some(Arc::clone(&tape)),
+                create(&format!("c{i}")),
+            )
+            .await;
         }
         assert!(tape.lock().writes().is_none());
         assert!(tape.lock().take().is_none());

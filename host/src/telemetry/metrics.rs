@@ -441,7 +441,12 @@ impl Metrics {
     /// The series of module `module` (a digest) of plugin `plugin`, labelled with the first
     /// 12 hex digits of the digest; every result starts at zero.
     #[must_use]
-    pub fn plugin_module(&self, plugin: &str, module: &str, results: &[&'static str]) -> ModuleSeries {
+    pub fn plugin_module(
+        &self,
+        plugin: &str,
+        module: &str,
+        results: &[&'static str],
+    ) -> ModuleSeries {
         let f = &self.inner.families;
         let short: String = module.chars().take(12).collect();
         ModuleSeries {

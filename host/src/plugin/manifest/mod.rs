@@ -29,6 +29,9 @@
 //!     verbs: [get, create, update, patch, delete]   # server-side apply needs `patch`
 //!     namespaces: [default]     # default (or ["*"]): every namespace
 //!     subresources: [status]    # writes to a subresource need it listed
+//! shadow:                       # run after sampled reconciles, writes dry-run and compared
+//!   module: website-v2.wasm     # also sample: 0.2 (default 1), limits, env (default: the plugin's)
+//! canary: {selector: "track=canary", module: website-v2.wasm}   # keys it picks go to module
 //! ```
 
 mod grant;
@@ -44,7 +47,9 @@ mod values;
 use std::path::{Path, PathBuf};
 
 pub use grant::{Denied, Grant, Missing, Verb};
-pub use model::{ApiRateLimit, Canary, InstanceReuse, Limits, Manifest, RateLimiterSettings, Shadow};
+pub use model::{
+    ApiRateLimit, Canary, InstanceReuse, Limits, Manifest, RateLimiterSettings, Shadow,
+};
 pub use raw::{ModuleSource, RawConfigMapRef, RawManifest, ReconcilerPlugin};
 pub use status::{PluginCondition, ReconcilerPluginStatus};
 pub use values::quantity;

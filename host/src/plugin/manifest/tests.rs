@@ -537,7 +537,11 @@ fn a_shadow_defaults_to_every_reconcile_with_the_plugins_limits_and_env() {
     assert_eq!(shadow.env, [("A".to_owned(), "1".to_owned())]);
     let canary = manifest.canary.expect("a canary");
     assert_eq!(canary.module, Path::new("/plugins/web/v3.wasm"));
-    assert!(canary.selector.matches_by(|l| (l == "track").then_some("canary")));
+    assert!(
+        canary
+            .selector
+            .matches_by(|l| (l == "track").then_some("canary"))
+    );
     assert!(!canary.selector.matches_by(|_| None));
 
     let own = parse(&format!(

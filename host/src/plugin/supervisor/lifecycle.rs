@@ -76,7 +76,11 @@ impl Plugins {
 
     /// Whether the canary's or the shadow's module file no longer holds the module running (the
     /// plugin is then rebuilt; the primary's module is swapped in place).
-    pub(super) async fn side_modules_changed(&self, current: &Running, manifest: &Manifest) -> bool {
+    pub(super) async fn side_modules_changed(
+        &self,
+        current: &Running,
+        manifest: &Manifest,
+    ) -> bool {
         let (canary, shadow) = current.plugin.side_modules();
         let changed = async |path: Option<&Path>, running: Option<&str>| match (path, running) {
             (Some(path), Some(running)) => tokio::fs::read(path)
