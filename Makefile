@@ -42,7 +42,7 @@ unit:
 ## docs/testing.md says which tests need the embedded server and stay on it).
 .PHONY: e2e-real
 E2E_REAL_TESTS := example_plugins lang_c lang_go lang_javascript lang_python leader_fencing hot_reload \
-	in_cluster deployment rbac_enforced plugin_objects scale_out safe_upgrades fidelity
+	in_cluster deployment rbac_enforced plugin_objects scale_out safe_upgrades record_replay fidelity
 e2e-real: control-plane
 	PATH="$(VENV)/bin:$$PATH" E2E_BACKEND=real $(CARGO) test -p end-to-end --locked $(E2E_REAL_TESTS:%=--test %)
 

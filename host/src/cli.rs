@@ -41,6 +41,11 @@ pub enum Command {
     /// the guest's API calls are recorded and printed, not applied. Exits 0 when the reconcile
     /// succeeds, 1 when the guest fails, 2 on bad input.
     Reconcile(crate::tools::ReconcileArgs),
+    /// Re-run a recorded reconcile (a bundle from a host's `/debug/recordings` or
+    /// `--record-dir`, or `reconcile --record`) with the recorded answers, clocks and random
+    /// bytes, and print the first host calls or the outcome that differ. Exits 0 when nothing
+    /// differs, 1 when something does, 2 on bad input.
+    Replay(crate::tools::ReplayArgs),
     /// Print the RBAC objects (ClusterRole, Roles, bindings) that plugin manifests need, as
     /// YAML for `kubectl apply -f -`. Exits 2 when a manifest is unusable.
     Rbac(Box<crate::rbac::RbacArgs>),
@@ -140,6 +145,10 @@ pub struct RunArgs {
     /// $XDG_CACHE_HOME/reconcile-host/modules or ~/.cache/reconcile-host/modules].
     #[arg(long, env = "RECONCILE_HOST_MODULE_CACHE", value_name = "DIR")]
     pub module_cache: Option<PathBuf>,
+    /// Also write every recorded reconcile (failures, and keys asked for on the health port)
+    /// to this directory, one JSON bundle a file, for `reconcile-host replay`.
+    #[arg(long, env = "RECONCILE_HOST_RECORD_DIR", value_name = "DIR")]
+    pub record_dir: Option<PathBuf>,
 }
 
 impl RunArgs {
@@ -182,6 +191,10 @@ impl RunArgs {
             &mut config.module_cache,
             self.module_cache.clone().map(Some),
         );
+        set(
+            &mut config.recording.directory,
+            self.record_dir.clone().map(Some),
+        );
         config.validate()?;
         Ok(config)
     }
@@ -213,6 +226,7 @@ pub async fn main(cli: Cli) -> ExitCode {
         Command::Dev(args) => report(crate::dev::dev(args).await),
         Command::Check(args) => crate::tools::check(args).await,
         Command::Reconcile(args) => crate::tools::reconcile(args).await,
+        Command::Replay(args) => crate::tools::replay(args).await,
     }
 }
 

@@ -28,6 +28,10 @@
 //!   - /etc/reconcile-host/plugins
 //! pluginObjects: true                         # also ReconcilerPlugin objects; default: false
 //! moduleCache: /var/cache/reconcile-host      # default: $XDG_CACHE_HOME or ~/.cache
+//! recording:                                  # recorded reconciles, for `reconcile-host replay`
+//!   keep: 16                                  # per plugin, in memory (GET /debug/recordings/<plugin>); 0: off
+//!   directory: /var/lib/reconcile-host/recordings   # also one file a bundle; default: none
+//!   keepSecrets: false                        # default: Secret values replaced by `redacted`
 //! oci:                                        # plugin modules from OCI registries
 //!   insecureRegistries: [localhost:5000]      # reached over plain HTTP; others HTTPS only
 //!   caFiles: [/etc/reconcile-host/registry-ca.pem]
@@ -76,6 +80,44 @@ pub struct HostConfig {
     pub module_cache: Option<PathBuf>,
     /// OCI registries: insecure hosts, extra CAs, credentials, the pulled-module cache.
     pub oci: crate::plugin::oci::OciSettings,
+    /// Recorded reconciles: failures and keys asked for.
+    pub recording: RecordingConfig,
+}
+
+/// `recording:` settings.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct RecordingConfig {
+    /// Bundles kept per plugin in memory, served on the telemetry port; 0 records nothing
+    /// unless `directory` is set.
+    pub keep: usize,
+    /// Also write each bundle to this directory.
+    pub directory: Option<PathBuf>,
+    /// Keep the values of Secrets in bundles instead of replacing them by `redacted`.
+    pub keep_secrets: bool,
+}
+
+impl Default for RecordingConfig {
+    fn default() -> Self {
+        let settings = crate::plugin::record::RecordingSettings::default();
+        Self {
+            keep: settings.keep,
+            directory: settings.directory,
+            keep_secrets: settings.keep_secrets,
+        }
+    }
+}
+
+impl RecordingConfig {
+    /// The settings the plugins record with.
+    #[must_use]
+    pub fn settings(&self) -> crate::plugin::record::RecordingSettings {
+        crate::plugin::record::RecordingSettings {
+            keep: self.keep,
+            directory: self.directory.clone(),
+            keep_secrets: self.keep_secrets,
+        }
+    }
 }
 
 impl HostConfig {

@@ -15,7 +15,7 @@ fn default_filter(cli: &Cli) -> &'static str {
         Command::Run(_) => "info",
         Command::Check(_) | Command::Rbac(_) | Command::Crd => "warn",
         Command::Push(_) | Command::Pull(_) => "warn",
-        Command::Reconcile(_) => "info",
+        Command::Reconcile(_) | Command::Replay(_) => "info",
     }
 }
 

@@ -256,12 +256,19 @@ async fn load_plugins(
         },
     );
     let apis = apis.with_fence(runtime.fence());
-    let plugins = Arc::new(Plugins::new(
-        runtime.clone(),
-        ModuleLoader::new(engine),
-        apis,
-        sources,
-    ));
+    if let Some(directory) = &config.recording.directory {
+        std::fs::create_dir_all(directory).with_context(|| {
+            format!(
+                "cannot create the recording directory {}; fix recording.directory (or \
+                 --record-dir) or make it writable",
+                directory.display()
+            )
+        })?;
+    }
+    let plugins = Arc::new(
+        Plugins::new(runtime.clone(), ModuleLoader::new(engine), apis, sources)
+            .with_recording(config.recording.settings()),
+    );
     let loaded = plugins
         .load_all()
         .await

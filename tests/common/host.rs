@@ -256,6 +256,22 @@ impl Host {
         http_get(&self.metrics, path).await.unwrap_or_default()
     }
 
+    /// POSTs to `path` on the host's telemetry port: the status code and the body.
+    pub async fn post(&self, path: &str) -> Option<(u16, String)> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let address = &self.metrics;
+        let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        );
+        stream.write_all(request.as_bytes()).await.ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.ok()?;
+        let (head, body) = response.split_once("\r\n\r\n")?;
+        let code = head.split_whitespace().nth(1)?.parse().ok()?;
+        Some((code, body.to_owned()))
+    }
+
     /// Everything the host logged so far.
     pub fn log(&self) -> String {
         self.log.lock().clone()

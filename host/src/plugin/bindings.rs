@@ -7,6 +7,8 @@ wasmtime::component::bindgen!({
     world: "reconciler",
     imports: { default: async },
     exports: { default: async },
+    // Recorded reconciles keep the imports' arguments and results as JSON (`plugin/record`).
+    additional_derives: [serde::Serialize, serde::Deserialize],
 });
 
 pub use self::kube::reconcile::types::{ApiStatus, CallError, Kind, ObjectRef};

@@ -21,6 +21,7 @@ use super::context::PluginContext;
 use super::guest_log::{MAX_ERROR, guest_text};
 use super::manifest::InstanceReuse;
 use super::module::Module;
+use super::record::Session;
 use super::state::{GuestState, MemoryLimitExceeded};
 use super::tape::SharedTape;
 
@@ -138,6 +139,19 @@ impl InstancePool {
     }
 }
 
+/// A call's recording or replay: handed to the store for the call, taken back after it.
+#[derive(Debug, Default)]
+pub struct CallSession {
+    /// The session; `None` for a plain call.
+    pub session: Option<Session>,
+    /// For a replay: the `wasi:random/insecure-seed` a fresh instance answers.
+    pub replay_seed: Option<u128>,
+    /// After the call: whether it ran on a fresh instance.
+    pub fresh: bool,
+    /// After the call: the insecure seed of the instance it ran on.
+    pub seed: u128,
+}
+
 /// Calls `reconcile` on a fresh instance of `module` (or a reused one from `pool`).
 ///
 /// # Errors
@@ -149,15 +163,21 @@ pub(crate) async fn reconcile(
     pool: Option<&InstancePool>,
     request: RequestView<'_>,
     tape: Option<SharedTape>,
+    session: &mut CallSession,
 ) -> Result<bindings::Action, GuestFailure> {
     let limits = plugin.manifest.limits;
     // One deadline for the whole call, instantiation included.
     let deadline = Instant::now() + limits.deadline;
     let warm = pool.and_then(|pool| pool.idle.lock().pop());
+    session.fresh = warm.is_none();
     let mut warm = match warm {
-        Some(warm) => warm,
-        None => instantiate(module, plugin, deadline).await?,
+        Some(warm) => {
+            *warm.store.data().session.lock() = session.session.take();
+            warm
+        }
+        None => instantiate(module, plugin, deadline, session).await?,
     };
+    session.seed = warm.store.data().insecure_seed;
     warm.store.data_mut().deadline = deadline;
     warm.store.data_mut().tape = tape;
     warm.store.data().begin_call();
@@ -166,6 +186,7 @@ pub(crate) async fn reconcile(
     let outcome = tokio::time::timeout_at((deadline + DEADLINE_GRACE).into(), call).await;
     warm.store.data().flush_stdio();
     warm.store.data_mut().tape = None;
+    session.session = warm.store.data().session.lock().take();
     warm.calls += 1;
     let result = match outcome {
         Err(_elapsed) => Err(GuestFailure::Deadline(limits.deadline)),
@@ -190,8 +211,16 @@ async fn instantiate(
     module: &Module,
     plugin: &Arc<PluginContext>,
     deadline: Instant,
+    session: &mut CallSession,
 ) -> Result<Warm, GuestFailure> {
-    let mut store = Store::new(module.pre().engine(), GuestState::new(Arc::clone(plugin)));
+    let state = match session.replay_seed {
+        Some(seed) => GuestState::with_seed(Arc::clone(plugin), seed),
+        None => GuestState::new(Arc::clone(plugin)),
+    };
+    // Set before instantiation: a guest's start-up reads of the clocks and random sources are
+    // part of the call.
+    *state.session.lock() = session.session.take();
+    let mut store = Store::new(module.pre().engine(), state);
     store.limiter(|state| &mut state.limiter);
     store.epoch_deadline_callback(|store| {
         if Instant::now() >= store.data().deadline {

@@ -22,6 +22,7 @@ pub mod module;
 pub mod objects;
 pub mod oci;
 pub mod reconciler;
+pub mod record;
 pub mod reference;
 pub mod shadow;
 pub mod state;

@@ -10,6 +10,7 @@ use super::bindings::{self, Kind, ObjectRef};
 use super::context::PluginContext;
 use super::invoke::{self, GuestFailure, InstancePool, RequestView, TargetView};
 use super::module::Module;
+use super::record::{self, PluginRecordings, RecordedOutcome, Recording, Session};
 use super::shadow::{Answer, OwnedRequest, ShadowRunner};
 use crate::controller::{Action, Reconciler, Request};
 use crate::informer::CachedObject;
@@ -80,6 +81,7 @@ pub struct Plugin {
     current: RwLock<Arc<Loaded>>,
     canary: Option<(LabelSelector, Arc<Loaded>)>,
     shadow: Option<Arc<ShadowRunner>>,
+    recordings: Option<Arc<PluginRecordings>>,
     probation: parking_lot::Mutex<Option<Probation>>,
     rejected: parking_lot::Mutex<Option<String>>,
     failures: Option<PluginFailures>,
@@ -110,6 +112,7 @@ impl Plugin {
             current: RwLock::new(Arc::new(loaded)),
             canary: None,
             shadow: None,
+            recordings: None,
             probation: parking_lot::Mutex::new(None),
             rejected: parking_lot::Mutex::new(None),
             failures,
@@ -147,6 +150,19 @@ impl Plugin {
     pub fn with_shadow(mut self, shadow: ShadowRunner) -> Self {
         self.shadow = Some(Arc::new(shadow));
         self
+    }
+
+    /// Records calls into `recordings` (failures, requested keys).
+    #[must_use]
+    pub fn with_recordings(mut self, recordings: Arc<PluginRecordings>) -> Self {
+        self.recordings = Some(recordings);
+        self
+    }
+
+    /// The plugin's recordings, when it records.
+    #[must_use]
+    pub fn recordings(&self) -> Option<&Arc<PluginRecordings>> {
+        self.recordings.as_ref()
     }
 
     /// The digests of the canary's and the shadow's modules, when there are.
@@ -289,6 +305,14 @@ impl Plugin {
         let tape = shadowed
             .as_ref()
             .map(|(_, admitted)| Arc::clone(&admitted.tape));
+        let recordings = self.recordings.as_ref().filter(|r| r.enabled());
+        let requested = recordings
+            .is_some_and(|r| r.take_request_for(request.target.namespace, request.target.name));
+        let mut session = invoke::CallSession {
+            session: recordings.map(|r| Session::Record(Recording::new(r.redact()))),
+            ..invoke::CallSession::default()
+        };
+        let started_at = std::time::SystemTime::now();
         let started = std::time::Instant::now();
         let result = invoke::reconcile(
             &loaded.module,
@@ -296,8 +320,35 @@ impl Plugin {
             loaded.pool.as_ref(),
             request,
             tape,
+            &mut session,
         )
         .await;
+        if let Some(recordings) = recordings {
+            let outcome = RecordedOutcome::of(&result);
+            if recordings.wants(&outcome, requested) {
+                let recording = match session.session.take() {
+                    Some(Session::Record(recording)) => recording,
+                    // The instance never started: nothing was read.
+                    _ => Recording::new(recordings.redact()),
+                };
+                let manifest = &self.context.manifest;
+                let path = match (&manifest.canary, canary) {
+                    (Some(canary_spec), true) if self.canary.is_some() => &canary_spec.module,
+                    _ => &manifest.module,
+                };
+                let bundle = record::bundle(
+                    &self.context,
+                    &loaded.module,
+                    path,
+                    &request,
+                    &session,
+                    recording,
+                    started_at,
+                    outcome,
+                );
+                recordings.keep(bundle, requested);
+            }
+        }
         if let Some(series) = &loaded.series {
             let label = result
                 .as_ref()

@@ -425,6 +425,7 @@ impl ShadowRunner {
             None,
             view,
             Some(Arc::clone(&tape)),
+            &mut invoke::CallSession::default(),
         )
         .await;
         let key = match &request.target.namespace {

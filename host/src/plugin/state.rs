@@ -10,6 +10,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::context::PluginContext;
 use super::guest_log::{CallLog, Source};
+use super::record::{self, SessionSlot};
 use super::stdio::LogStream;
 use super::tape::SharedTape;
 
@@ -89,6 +90,10 @@ pub struct GuestState {
     pub(crate) call_log: Arc<parking_lot::Mutex<CallLog>>,
     /// Where the current call's writes are kept, when a shadow compares them.
     pub(crate) tape: Option<SharedTape>,
+    /// The current call's recording or replay, shared with the WASI clocks and random sources.
+    pub(crate) session: SessionSlot,
+    /// The `wasi:random/insecure-seed` value this instance answers.
+    pub(crate) insecure_seed: u128,
 }
 
 impl GuestState {
@@ -97,6 +102,13 @@ impl GuestState {
     /// [`super::engine::WITHHELD_WASI`].)
     #[must_use]
     pub fn new(plugin: Arc<PluginContext>) -> Self {
+        Self::with_seed(plugin, rand::random())
+    }
+
+    /// [`new`](Self::new), answering `seed` to `wasi:random/insecure-seed` (a replay gives the
+    /// recorded one).
+    #[must_use]
+    pub fn with_seed(plugin: Arc<PluginContext>, seed: u128) -> Self {
         let call_log = Arc::new(parking_lot::Mutex::new(CallLog::new(Arc::clone(
             &plugin.log,
         ))));
@@ -106,6 +118,8 @@ impl GuestState {
         for (name, value) in &plugin.manifest.env {
             wasi.env(name, value);
         }
+        let session = SessionSlot::default();
+        record::install(&mut wasi, &session, seed);
         Self {
             wasi: wasi.build(),
             table: ResourceTable::new(),
@@ -116,6 +130,8 @@ impl GuestState {
             deadline: Instant::now(),
             call_log,
             tape: None,
+            session,
+            insecure_seed: seed,
         }
     }
 

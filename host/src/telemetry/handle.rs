@@ -3,6 +3,7 @@
 
 use super::health::Health;
 use super::metrics::Metrics;
+use super::recordings::Recordings;
 
 /// The process's metrics and health checks, served together by
 /// [`serve`](Telemetry::serve). A cheap clonable handle: clone it into every component.
@@ -10,6 +11,7 @@ use super::metrics::Metrics;
 pub struct Telemetry {
     metrics: Metrics,
     health: Health,
+    recordings: Recordings,
 }
 
 impl Telemetry {
@@ -29,5 +31,11 @@ impl Telemetry {
     #[must_use]
     pub fn health(&self) -> &Health {
         &self.health
+    }
+
+    /// The plugins' recorded reconciles.
+    #[must_use]
+    pub fn recordings(&self) -> &Recordings {
+        &self.recordings
     }
 }

@@ -33,6 +33,7 @@ mod health;
 mod hooks;
 pub mod logs;
 mod metrics;
+pub mod recordings;
 mod server;
 #[cfg(test)]
 mod tests;

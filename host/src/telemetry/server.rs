@@ -33,12 +33,19 @@ impl Telemetry {
     /// - `GET /metrics`: every metric, scrape hooks run first ([`OPENMETRICS_CONTENT_TYPE`]);
     /// - `GET /healthz`: `200 ok` while the process serves;
     /// - `GET /readyz`: `200` when every readiness check passes, else `503`; the body always
-    ///   lists each check (`[+]name ok` / `[-]name failed: reason`).
+    ///   lists each check (`[+]name ok` / `[-]name failed: reason`);
+    /// - `/debug/recordings…`: recorded reconciles (see [`super::recordings`]).
     pub fn router(&self) -> Router {
         Router::new()
             .route("/metrics", get(metrics))
             .route("/healthz", get(healthz))
             .route("/readyz", get(readyz))
+            .route("/debug/recordings", get(super::recordings::summary))
+            .route("/debug/recordings/{plugin}", get(super::recordings::plugin))
+            .route(
+                "/debug/recordings/{plugin}/{namespace}/{name}",
+                axum::routing::post(super::recordings::record_key),
+            )
             .with_state(self.clone())
     }
 

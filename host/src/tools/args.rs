@@ -55,6 +55,26 @@ pub struct ReconcileArgs {
     /// Directory for compiled plugin modules [default: as `run`].
     #[arg(long, env = "RECONCILE_HOST_MODULE_CACHE", value_name = "DIR")]
     pub module_cache: Option<PathBuf>,
+    /// Also write the reconcile as a recording bundle to this file, for `reconcile-host
+    /// replay` (Secret values redacted).
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+}
+
+/// `replay`: re-runs a recorded reconcile.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The bundle (JSON) that a host (`GET /debug/recordings/<plugin>`, `--record-dir`) or
+    /// `reconcile --record` wrote.
+    #[arg(value_name = "BUNDLE")]
+    pub bundle: PathBuf,
+    /// Run this component instead of the recorded module (to try a fix). Without it, the
+    /// module is read from the path the bundle names and must be the recorded one.
+    #[arg(long, value_name = "WASM")]
+    pub module: Option<PathBuf>,
+    /// Directory for compiled plugin modules [default: as `run`].
+    #[arg(long, env = "RECONCILE_HOST_MODULE_CACHE", value_name = "DIR")]
+    pub module_cache: Option<PathBuf>,
 }
 
 /// How `reconcile` prints its outcome.

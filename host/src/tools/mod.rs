@@ -37,6 +37,7 @@ mod fixtures;
 mod language;
 mod load;
 mod outcome;
+mod replay;
 mod report;
 mod run;
 mod served;
@@ -45,8 +46,11 @@ mod tests;
 
 use std::process::ExitCode;
 
-pub use args::{CheckArgs, Output, ReconcileArgs};
+use anyhow::Context as _;
+
+pub use args::{CheckArgs, Output, ReconcileArgs, ReplayArgs};
 pub use outcome::{ActionRecord, CallRecord, DeniedRecord, Outcome};
+pub use replay::replay;
 
 use crate::exit::EXIT_CONFIG;
 use exercise::Verdict;
@@ -103,6 +107,19 @@ pub async fn reconcile(args: ReconcileArgs) -> ExitCode {
         Err(error) => return bad_input(&error),
     };
     let outcome = run.reconcile(args.requeues).await;
+    if let Some(path) = &args.record {
+        let written = run
+            .recorded()
+            .context("the reconcile was not recorded")
+            .and_then(|bundle| Ok(serde_json::to_vec_pretty(&*bundle)?))
+            .and_then(|text| {
+                std::fs::write(path, text)
+                    .with_context(|| format!("cannot write --record {}", path.display()))
+            });
+        if let Err(error) = written {
+            return bad_input(&error);
+        }
+    }
     match args.output {
         Output::Text => print!("{}", outcome.text(&run.subject())),
         Output::Json => match serde_json::to_string_pretty(&outcome) {

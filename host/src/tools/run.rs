@@ -14,6 +14,7 @@ use crate::plugin::context::PluginContext;
 use crate::plugin::manifest::Manifest;
 use crate::plugin::module::Module;
 use crate::plugin::reconciler::{Plugin, PluginError};
+use crate::plugin::record::{PluginRecordings, RecordingSettings};
 use crate::plugin::{GuestAction, Kind, ObjectRef};
 
 /// A reconcile ready to run: the plugin with its fixture caches and recording backend.
@@ -40,7 +41,11 @@ pub(super) async fn prepare(args: &ReconcileArgs) -> anyhow::Result<Run> {
             }
         }
     }
-    Run::new(manifest, module, object, &fixtures)
+    let run = Run::new(manifest, module, object, &fixtures)?;
+    Ok(match &args.record {
+        Some(_) => run.recording(),
+        None => run,
+    })
 }
 
 impl Run {
@@ -66,6 +71,25 @@ impl Run {
             object,
             backend,
         })
+    }
+
+    /// The same run, recording the call (see [`recorded`](Self::recorded)).
+    #[must_use]
+    pub(super) fn recording(mut self) -> Self {
+        let name = self.plugin.context().name.to_string();
+        let settings = RecordingSettings {
+            keep: 1,
+            ..RecordingSettings::default()
+        };
+        let recordings = Arc::new(PluginRecordings::new(&name, settings).every_call());
+        self.plugin = self.plugin.with_recordings(recordings);
+        self
+    }
+
+    /// The bundle of the last call, when the run records.
+    #[must_use]
+    pub(super) fn recorded(&self) -> Option<Arc<crate::plugin::record::Bundle>> {
+        self.plugin.recordings()?.bundles().pop()
     }
 
     /// The object, the plugin and its module, as the report's first line names them.

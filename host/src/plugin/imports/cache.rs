@@ -2,6 +2,7 @@
 
 use super::super::bindings::kube::reconcile::cache::Host;
 use super::super::bindings::{CallError, Kind};
+use super::super::record;
 use super::super::reference;
 use super::super::state::GuestState;
 use super::kind_ref;
@@ -23,8 +24,9 @@ impl GuestState {
     }
 }
 
-impl Host for GuestState {
-    async fn get(
+impl GuestState {
+    // What each import does when no replay answers it.
+    async fn live_cache_get(
         &mut self,
         kind: Kind,
         namespace: Option<String>,
@@ -40,7 +42,7 @@ impl Host for GuestState {
         Ok(store.get(&key).map(|object| object.json().to_owned()))
     }
 
-    async fn list(
+    async fn live_cache_list(
         &mut self,
         kind: Kind,
         namespace: Option<String>,
@@ -70,5 +72,43 @@ impl Host for GuestState {
             .into_iter()
             .map(|object| object.json().to_owned())
             .collect())
+    }
+}
+
+impl Host for GuestState {
+    async fn get(
+        &mut self,
+        kind: Kind,
+        namespace: Option<String>,
+        name: String,
+    ) -> Result<Option<String>, CallError> {
+        let args = record::args(
+            &self.session,
+            || serde_json::json!({"kind": &kind, "namespace": &namespace, "name": &name}),
+        );
+        if let Some(answer) = record::replayed(&self.session, "cache.get", args.as_ref()) {
+            return answer;
+        }
+        let result = self.live_cache_get(kind, namespace, name).await;
+        record::keep(&self.session, "cache.get", args, &result);
+        result
+    }
+
+    async fn list(
+        &mut self,
+        kind: Kind,
+        namespace: Option<String>,
+        label_selector: Option<String>,
+    ) -> Result<Vec<String>, CallError> {
+        let args = record::args(
+            &self.session,
+            || serde_json::json!({"kind": &kind, "namespace": &namespace, "label_selector": &label_selector}),
+        );
+        if let Some(answer) = record::replayed(&self.session, "cache.list", args.as_ref()) {
+            return answer;
+        }
+        let result = self.live_cache_list(kind, namespace, label_selector).await;
+        record::keep(&self.session, "cache.list", args, &result);
+        result
     }
 }

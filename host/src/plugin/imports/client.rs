@@ -6,6 +6,7 @@ use super::super::api::{ApiCall, ApiResult, PatchDoc, Target, target_of};
 use super::super::bindings::kube::reconcile::client::{Host, PatchBody};
 use super::super::bindings::{CallError, ObjectRef};
 use super::super::manifest::Verb;
+use super::super::record;
 use super::super::reference;
 use super::super::state::GuestState;
 use super::super::tape;
@@ -64,8 +65,9 @@ fn json_of(text: &str) -> Result<serde_json::Value, CallError> {
         .map_err(|error| CallError::Invalid(format!("the patch is not valid JSON: {error}")))
 }
 
-impl Host for GuestState {
-    async fn apply(
+impl GuestState {
+    // What each import does when no replay answers it.
+    async fn live_client_apply(
         &mut self,
         object: String,
         force: bool,
@@ -86,7 +88,7 @@ impl Host for GuestState {
         )
     }
 
-    async fn patch(
+    async fn live_client_patch(
         &mut self,
         object: ObjectRef,
         body: PatchBody,
@@ -109,7 +111,7 @@ impl Host for GuestState {
         )
     }
 
-    async fn create(&mut self, object: String) -> Result<String, CallError> {
+    async fn live_client_create(&mut self, object: String) -> Result<String, CallError> {
         let object = parse_object(&object)?;
         let call = ApiCall::Create {
             target: target_of(&object)?,
@@ -119,7 +121,7 @@ impl Host for GuestState {
         stored(self.granted(Verb::Create, None, call).await)
     }
 
-    async fn replace(&mut self, object: String) -> Result<String, CallError> {
+    async fn live_client_replace(&mut self, object: String) -> Result<String, CallError> {
         let object = parse_object(&object)?;
         let call = ApiCall::Replace {
             target: target_of(&object)?,
@@ -129,17 +131,95 @@ impl Host for GuestState {
         stored(self.granted(Verb::Update, None, call).await)
     }
 
-    async fn delete(&mut self, object: ObjectRef) -> Result<(), CallError> {
+    async fn live_client_delete(&mut self, object: ObjectRef) -> Result<(), CallError> {
         let call = ApiCall::Delete {
             target: target(&object),
         };
         self.granted(Verb::Delete, None, call).await.map(drop)
     }
 
-    async fn get(&mut self, object: ObjectRef) -> Result<Option<String>, CallError> {
+    async fn live_client_get(&mut self, object: ObjectRef) -> Result<Option<String>, CallError> {
         let call = ApiCall::Get {
             target: target(&object),
         };
         self.granted(Verb::Get, None, call).await
+    }
+}
+
+impl Host for GuestState {
+    async fn apply(
+        &mut self,
+        object: String,
+        force: bool,
+        subresource: Option<String>,
+    ) -> Result<String, CallError> {
+        let args = record::args(
+            &self.session,
+            || serde_json::json!({"object": &object, "force": &force, "subresource": &subresource}),
+        );
+        if let Some(answer) = record::replayed(&self.session, "client.apply", args.as_ref()) {
+            return answer;
+        }
+        let result = self.live_client_apply(object, force, subresource).await;
+        record::keep(&self.session, "client.apply", args, &result);
+        result
+    }
+
+    async fn patch(
+        &mut self,
+        object: ObjectRef,
+        body: PatchBody,
+        subresource: Option<String>,
+    ) -> Result<String, CallError> {
+        let args = record::args(
+            &self.session,
+            || serde_json::json!({"object": &object, "body": &body, "subresource": &subresource}),
+        );
+        if let Some(answer) = record::replayed(&self.session, "client.patch", args.as_ref()) {
+            return answer;
+        }
+        let result = self.live_client_patch(object, body, subresource).await;
+        record::keep(&self.session, "client.patch", args, &result);
+        result
+    }
+
+    async fn create(&mut self, object: String) -> Result<String, CallError> {
+        let args = record::args(&self.session, || serde_json::json!({"object": &object}));
+        if let Some(answer) = record::replayed(&self.session, "client.create", args.as_ref()) {
+            return answer;
+        }
+        let result = self.live_client_create(object).await;
+        record::keep(&self.session, "client.create", args, &result);
+        result
+    }
+
+    async fn replace(&mut self, object: String) -> Result<String, CallError> {
+        let args = record::args(&self.session, || serde_json::json!({"object": &object}));
+        if let Some(answer) = record::replayed(&self.session, "client.replace", args.as_ref()) {
+            return answer;
+        }
+        let result = self.live_client_replace(object).await;
+        record::keep(&self.session, "client.replace", args, &result);
+        result
+    }
+
+    async fn delete(&mut self, object: ObjectRef) -> Result<(), CallError> {
+        let args = record::args(&self.session, || serde_json::json!({"object": &object}));
+        if let Some(answer) = record::replayed(&self.session, "client.delete", args.as_ref()) {
+            return answer;
+        }
+        let result = self.live_client_delete(object).await;
+        record::keep(&self.session, "client.delete", args, &result);
+        result
+    }
+
+    async fn get(&mut self, object: ObjectRef) -> Result<Option<String>, CallError> {
+        let args = record::args(&self.session, || serde_json::json!({"object": &object}));
+        if let Some(answer) = record::replayed(&self.session, "client.get", args.as_ref()) {
+            return answer;
+        }
+        let result = self.live_client_get(object).await;
+        record::keep(&self.session, "client.get", args, &result);
+        result
     }
 }

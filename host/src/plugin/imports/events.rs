@@ -6,6 +6,7 @@ use super::super::api::{ApiCall, Target};
 use super::super::bindings::kube::reconcile::events::{EventType, Host};
 use super::super::bindings::{CallError, ObjectRef};
 use super::super::manifest::Verb;
+use super::super::record;
 use super::super::reference;
 use super::super::state::GuestState;
 use super::kind_ref;
@@ -65,8 +66,9 @@ impl GuestState {
 /// The longest note kept (the API server's limit is 1 KB).
 const MAX_NOTE: usize = 1024;
 
-impl Host for GuestState {
-    async fn record_event(
+impl GuestState {
+    // What each import does when no replay answers it.
+    async fn live_events_record_event(
         &mut self,
         regarding: ObjectRef,
         event_type: EventType,
@@ -89,6 +91,30 @@ impl Host for GuestState {
         super::super::tape::perform(api, self.tape.clone(), call)
             .await
             .map(drop)
+    }
+}
+
+impl Host for GuestState {
+    async fn record_event(
+        &mut self,
+        regarding: ObjectRef,
+        event_type: EventType,
+        reason: String,
+        note: String,
+    ) -> Result<(), CallError> {
+        let args = record::args(
+            &self.session,
+            || serde_json::json!({"regarding": &regarding, "event_type": &event_type, "reason": &reason, "note": &note}),
+        );
+        if let Some(answer) = record::replayed(&self.session, "events.record-event", args.as_ref())
+        {
+            return answer;
+        }
+        let result = self
+            .live_events_record_event(regarding, event_type, reason, note)
+            .await;
+        record::keep(&self.session, "events.record-event", args, &result);
+        result
     }
 }
 

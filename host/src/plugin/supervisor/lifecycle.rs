@@ -13,6 +13,7 @@ use crate::plugin::loader::{cache_scopes, controller_spec, manifest_paths};
 use crate::plugin::manifest::{Manifest, ManifestError};
 use crate::plugin::module::{LoadError, Module, hex_sha256};
 use crate::plugin::reconciler::{FAILURE_REASONS, Plugin, PluginReconciler, RollbackHook};
+use crate::plugin::record::PluginRecordings;
 use crate::plugin::shadow::ShadowRunner;
 
 impl Plugins {
@@ -233,6 +234,7 @@ impl Plugins {
         for scope in &old.cache_scopes {
             self.runtime.release_informer(scope);
         }
+        self.runtime.telemetry().recordings().remove(name);
         if old.gate.is_some() {
             self.runtime
                 .telemetry()
@@ -318,7 +320,8 @@ impl Plugins {
                 Some(telemetry.metrics().plugin_shadow(&name)),
             ));
         }
-        let plugin = Arc::new(plugin);
+        let recordings = Arc::new(PluginRecordings::new(&name, self.recording.clone()));
+        let plugin = Arc::new(plugin.with_recordings(Arc::clone(&recordings)));
         let queue = match self
             .runtime
             .add_controller(spec, PluginReconciler::new(Arc::clone(&plugin)))
@@ -334,6 +337,11 @@ impl Plugins {
         for key in keys {
             queue.add(key);
         }
+        {
+            let queue = queue.clone();
+            recordings.set_enqueue(Box::new(move |key| queue.add(key)));
+        }
+        telemetry.recordings().register(&name, recordings);
         if let Some(gate) = &gate {
             gate.set_ready();
         }

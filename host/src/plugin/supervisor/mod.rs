@@ -154,6 +154,7 @@ pub struct Plugins {
     sources: Vec<PathBuf>,
     running: tokio::sync::Mutex<BTreeMap<String, Running>>,
     failures: parking_lot::Mutex<HashMap<PathBuf, SourceFailure>>,
+    recording: crate::plugin::record::RecordingSettings,
 }
 
 impl std::fmt::Debug for Plugins {
@@ -182,7 +183,16 @@ impl Plugins {
             sources,
             running: tokio::sync::Mutex::default(),
             failures: parking_lot::Mutex::default(),
+            recording: crate::plugin::record::RecordingSettings::default(),
         }
+    }
+
+    /// Records the plugins' reconciles as `settings` say (default: the last 16 failures of
+    /// each plugin, in memory).
+    #[must_use]
+    pub fn with_recording(mut self, settings: crate::plugin::record::RecordingSettings) -> Self {
+        self.recording = settings;
+        self
     }
 
     /// What the plugin source `path` (a manifest file) is doing: the module serving from it,

@@ -1,0 +1,220 @@
+//! Where a plugin's recordings go: a bounded ring of the latest (served on the health port),
+//! and optionally a directory, one file a bundle.
+
+use std::collections::{HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+use super::bundle::Bundle;
+use crate::controller::ObjectKey;
+
+/// `recording:` of the host configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordingSettings {
+    /// Bundles kept per plugin in memory (failures and requested keys); 0 turns recording off
+    /// unless `directory` is set.
+    pub keep: usize,
+    /// Also write each bundle to this directory.
+    pub directory: Option<PathBuf>,
+    /// Keep Secret values instead of redacting them.
+    pub keep_secrets: bool,
+}
+
+impl Default for RecordingSettings {
+    fn default() -> Self {
+        Self {
+            keep: 16,
+            directory: None,
+            keep_secrets: false,
+        }
+    }
+}
+
+/// Enqueues a key of the plugin (set once its controller runs).
+pub type Enqueue = Box<dyn Fn(ObjectKey) + Send + Sync>;
+
+/// One plugin's recordings.
+pub struct PluginRecordings {
+    plugin: String,
+    settings: RecordingSettings,
+    every_call: bool,
+    ring: Mutex<VecDeque<Arc<Bundle>>>,
+    requested: Mutex<HashSet<ObjectKey>>,
+    enqueue: Mutex<Option<Enqueue>>,
+    written: AtomicU64,
+}
+
+impl std::fmt::Debug for PluginRecordings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginRecordings")
+            .field("plugin", &self.plugin)
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Most keys waiting to be recorded on request, per plugin.
+pub const MAX_REQUESTED: usize = 1024;
+
+impl PluginRecordings {
+    /// Recordings of `plugin` as `settings` say: failed calls and requested keys are kept.
+    #[must_use]
+    pub fn new(plugin: &str, settings: RecordingSettings) -> Self {
+        Self {
+            plugin: plugin.to_owned(),
+            settings,
+            every_call: false,
+            ring: Mutex::default(),
+            requested: Mutex::default(),
+            enqueue: Mutex::default(),
+            written: AtomicU64::new(0),
+        }
+    }
+
+    /// Keeps every call, not only failures (the `reconcile --record` tool).
+    #[must_use]
+    pub fn every_call(mut self) -> Self {
+        self.every_call = true;
+        self
+    }
+
+    /// Whether calls are recorded at all.
+    #[must_use]
+    pub fn enabled(&self) -> bool {
+        self.settings.keep > 0 || self.settings.directory.is_some()
+    }
+
+    /// Whether Secret values are redacted.
+    #[must_use]
+    pub fn redact(&self) -> bool {
+        !self.settings.keep_secrets
+    }
+
+    /// Sets how a requested key is queued (the plugin's controller).
+    pub fn set_enqueue(&self, enqueue: Enqueue) {
+        *self.enqueue.lock() = Some(enqueue);
+    }
+
+    /// Records the next reconcile of `key` whatever its outcome, and queues the key; false
+    /// when recording is off or too many keys wait already.
+    pub fn request(&self, key: ObjectKey) -> bool {
+        if !self.enabled() {
+            return false;
+        }
+        {
+            let mut requested = self.requested.lock();
+            if requested.len() >= MAX_REQUESTED {
+                return false;
+            }
+            requested.insert(key.clone());
+        }
+        if let Some(enqueue) = &*self.enqueue.lock() {
+            enqueue(key);
+        }
+        true
+    }
+
+    /// Whether the call of the key `namespace`/`name` about to run was requested (the request
+    /// is then used up).
+    pub fn take_request_for(&self, namespace: Option<&str>, name: &str) -> bool {
+        let mut requested = self.requested.lock();
+        if requested.is_empty() {
+            return false;
+        }
+        let key = match namespace {
+            Some(namespace) => ObjectKey::namespaced(namespace, name),
+            None => ObjectKey::cluster(name),
+        };
+        requested.remove(&key)
+    }
+
+    /// Whether a call that ended with `outcome` is kept.
+    #[must_use]
+    pub fn wants(&self, outcome: &super::RecordedOutcome, requested: bool) -> bool {
+        requested || self.every_call || outcome.failed()
+    }
+
+    /// Keeps `bundle` (see [`wants`](Self::wants)).
+    pub fn keep(&self, bundle: Bundle, requested: bool) {
+        if !self.wants(&bundle.outcome, requested) {
+            return;
+        }
+        let bundle = Arc::new(bundle);
+        if self.settings.keep > 0 {
+            let mut ring = self.ring.lock();
+            if ring.len() >= self.settings.keep {
+                ring.pop_front();
+            }
+            ring.push_back(Arc::clone(&bundle));
+        }
+        if let Some(directory) = &self.settings.directory {
+            let n = self.written.fetch_add(1, Ordering::Relaxed);
+            let safe = |text: &str| -> String {
+                text.chars()
+                    .map(|c| {
+                        if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                            c
+                        } else {
+                            '_'
+                        }
+                    })
+                    .collect()
+            };
+            let target = &bundle.request.target;
+            let name = format!(
+                "{}-{}-{}-{}-{n}.json",
+                safe(&self.plugin),
+                safe(target.namespace.as_deref().unwrap_or("_")),
+                safe(&target.name),
+                std::process::id(),
+            );
+            let path = directory.join(name);
+            let plugin = self.plugin.clone();
+            let write = move || {
+                let text = serde_json::to_vec_pretty(&*bundle).unwrap_or_default();
+                // Written whole, then renamed: a reader never sees half a bundle.
+                let partial = path.with_extension("json.partial");
+                let result =
+                    std::fs::write(&partial, text).and_then(|()| std::fs::rename(&partial, &path));
+                match result {
+                    Ok(()) => tracing::info!(%plugin, path = %path.display(), "reconcile recorded"),
+                    Err(error) => tracing::warn!(%plugin, path = %path.display(), %error,
+                        "cannot write a recorded reconcile; check recording.directory"),
+                }
+            };
+            match tokio::runtime::Handle::try_current() {
+                Ok(handle) => drop(handle.spawn_blocking(write)),
+                Err(_) => write(),
+            }
+        }
+    }
+
+    /// The bundles kept in memory, oldest first.
+    #[must_use]
+    pub fn bundles(&self) -> Vec<Arc<Bundle>> {
+        self.ring.lock().iter().cloned().collect()
+    }
+}
+
+impl crate::telemetry::recordings::RecordingSource for PluginRecordings {
+    fn bundles_json(&self) -> String {
+        let bundles = self.bundles();
+        let list: Vec<&Bundle> = bundles.iter().map(|b| &**b).collect();
+        serde_json::to_string(&list).unwrap_or_else(|_| "[]".to_owned())
+    }
+
+    fn held(&self) -> usize {
+        self.ring.lock().len()
+    }
+
+    fn request(&self, namespace: Option<&str>, name: &str) -> bool {
+        let key = match namespace {
+            Some(namespace) => ObjectKey::namespaced(namespace, name),
+            None => ObjectKey::cluster(name),
+        };
+        PluginRecordings::request(self, key)
+    }
+}

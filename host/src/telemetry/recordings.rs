@@ -1,0 +1,155 @@
+//! Recorded reconciles on the telemetry port: each plugin's latest bundles, and recording a
+//! key's next reconcile on request.
+//!
+//! - `GET /debug/recordings`: the plugins that record, with how many bundles each holds.
+//! - `GET /debug/recordings/{plugin}`: that plugin's bundles, oldest first (a JSON array).
+//! - `POST /debug/recordings/{plugin}/{namespace}/{name}` (`_` as the namespace of a
+//!   cluster-scoped object): records the key's next reconcile whatever its outcome, and queues
+//!   the key; `202 Accepted`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::response::IntoResponse;
+use parking_lot::RwLock;
+
+use super::Telemetry;
+
+/// What the telemetry port needs of one plugin's recordings.
+pub trait RecordingSource: Send + Sync {
+    /// The bundles held, oldest first, as a JSON array.
+    fn bundles_json(&self) -> String;
+    /// How many bundles are held.
+    fn held(&self) -> usize;
+    /// Records the next reconcile of `namespace`/`name` and queues it; false when recording
+    /// is off or too many keys wait.
+    fn request(&self, namespace: Option<&str>, name: &str) -> bool;
+}
+
+/// The plugins that record, by name.
+#[derive(Clone, Default)]
+pub struct Recordings {
+    sources: Arc<RwLock<BTreeMap<String, Arc<dyn RecordingSource>>>>,
+}
+
+impl std::fmt::Debug for Recordings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recordings")
+            .field("plugins", &self.sources.read().keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Recordings {
+    /// Serves `source` as plugin `plugin`'s (replacing an earlier one).
+    pub fn register(&self, plugin: &str, source: Arc<dyn RecordingSource>) {
+        self.sources.write().insert(plugin.to_owned(), source);
+    }
+
+    /// Stops serving plugin `plugin`'s recordings.
+    pub fn remove(&self, plugin: &str) {
+        self.sources.write().remove(plugin);
+    }
+
+    /// Plugin `plugin`'s source.
+    #[must_use]
+    pub fn get(&self, plugin: &str) -> Option<Arc<dyn RecordingSource>> {
+        self.sources.read().get(plugin).cloned()
+    }
+
+    /// `{"<plugin>": <bundles held>, …}`.
+    #[must_use]
+    pub fn summary(&self) -> String {
+        let sources = self.sources.read();
+        let held: BTreeMap<&String, usize> = sources
+            .iter()
+            .map(|(name, source)| (name, source.held()))
+            .collect();
+        serde_json::to_string(&held).unwrap_or_default()
+    }
+}
+
+const PLAIN_TEXT: &str = "text/plain; charset=utf-8";
+const JSON: &str = "application/json";
+
+pub(super) async fn summary(State(telemetry): State<Telemetry>) -> impl IntoResponse {
+    (
+        [(axum::http::header::CONTENT_TYPE, JSON)],
+        telemetry.recordings().summary(),
+    )
+}
+
+fn no_plugin(plugin: &str) -> axum::response::Response {
+    (
+        axum::http::StatusCode::NOT_FOUND,
+        [(axum::http::header::CONTENT_TYPE, PLAIN_TEXT)],
+        format!(
+            "no plugin named {plugin:?} records here; GET /debug/recordings lists those that do\n"
+        ),
+    )
+        .into_response()
+}
+
+pub(super) async fn plugin(
+    State(telemetry): State<Telemetry>,
+    axum::extract::Path(plugin): axum::extract::Path<String>,
+) -> axum::response::Response {
+    match telemetry.recordings().get(&plugin) {
+        Some(source) => (
+            [(axum::http::header::CONTENT_TYPE, JSON)],
+            source.bundles_json(),
+        )
+            .into_response(),
+        None => no_plugin(&plugin),
+    }
+}
+
+pub(super) async fn record_key(
+    State(telemetry): State<Telemetry>,
+    axum::extract::Path((plugin, namespace, name)): axum::extract::Path<(String, String, String)>,
+) -> axum::response::Response {
+    let Some(source) = telemetry.recordings().get(&plugin) else {
+        return no_plugin(&plugin);
+    };
+    let namespace = (namespace != "_").then_some(namespace.as_str());
+    let text = |status, text: String| {
+        (
+            status,
+            [(axum::http::header::CONTENT_TYPE, PLAIN_TEXT)],
+            text,
+        )
+            .into_response()
+    };
+    let valid = namespace
+        .is_none_or(|ns| crate::plugin::reference::check_namespace(Some(ns)).is_ok())
+        && !name.is_empty()
+        && name.len() <= 253
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
+    if !valid {
+        return text(
+            axum::http::StatusCode::BAD_REQUEST,
+            "not an object key: give /debug/recordings/<plugin>/<namespace or _>/<name> with \
+             Kubernetes names\n"
+                .to_owned(),
+        );
+    }
+    if source.request(namespace, &name) {
+        text(
+            axum::http::StatusCode::ACCEPTED,
+            format!(
+                "the next reconcile of {} is recorded; GET /debug/recordings/{plugin}\n",
+                namespace.map_or_else(|| name.clone(), |ns| format!("{ns}/{name}"))
+            ),
+        )
+    } else {
+        text(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "recording is off (recording.keep 0 and no directory) or too many keys wait to be \
+             recorded; try again later\n"
+                .to_owned(),
+        )
+    }
+}
