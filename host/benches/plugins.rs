@@ -56,6 +56,9 @@ const REUSE_MAX_CALLS: u32 = 100_000;
 const FRESH_RATIO_GOAL: f64 = 1.3;
 const THROUGHPUT_GOAL: f64 = 120_000.0;
 const REUSE_OVERHEAD_GOAL_US: f64 = 0.6;
+const RECORDING_GOAL_PERCENT: f64 = 2.0;
+/// Alternating rounds of the recording comparison.
+const RECORDING_ROUNDS: usize = 15;
 
 // The `reconcile` export's types, mirrored for wasmtime's typed-function API (the host's
 // generated bindings are private to the crate). Lowering and lifting cost what the generated
@@ -333,6 +336,31 @@ impl Bench {
             rt.block_on(plugin.run(all, true))
         });
         drop(plugin);
+        let recording = Loop::new(
+            recording_plugin(&self.engine, &rt, &self.wasm),
+            &objects,
+            THROUGHPUT_WORKERS,
+        );
+        results.throughput_recording = rate("noop_guest_fresh_recording/2_workers", &|| {
+            rt.block_on(recording.run(all, true))
+        });
+        // Sequential runs drift by more than the difference sought: alternate the two.
+        let plain = Loop::new(self.plugin(&rt, ""), &objects, THROUGHPUT_WORKERS);
+        let rounds = if quick { 3 } else { RECORDING_ROUNDS };
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for round in 0..=rounds {
+            let x = rt.block_on(plain.run(all, true));
+            let y = rt.block_on(recording.run(all, true));
+            // Round 0 warms both.
+            if round > 0 {
+                a.push(x);
+                b.push(y);
+            }
+        }
+        a.sort();
+        b.sort();
+        results.recording_rounds = Some((rounds, a[a.len() / 2], b[b.len() / 2]));
+        drop((plain, recording));
         let reuse = format!("instanceReuse: {{maxCalls: {REUSE_MAX_CALLS}}}\n");
         let plugin = Loop::new(self.plugin(&rt, &reuse), &objects, THROUGHPUT_WORKERS);
         results.throughput_reuse = rate("noop_guest_reuse/2_workers", &|| {
@@ -408,6 +436,10 @@ struct Results {
     native_loop: Option<Timing>,
     /// Seconds per reconcile (wall: elapsed / reconciles; CPU: all threads).
     throughput_fresh: Option<Timing>,
+    throughput_recording: Option<Timing>,
+    /// Alternating rounds of the fresh-instance run without and with recording: rounds and the
+    /// median time of each.
+    recording_rounds: Option<(usize, Duration, Duration)>,
     throughput_reuse: Option<Timing>,
     throughput_native: Option<Timing>,
     reuse_bare: Option<Timing>,
@@ -519,6 +551,11 @@ impl Results {
         println!("|---|---|---|---|---|---|");
         for (what, rate, goal) in [
             ("noop guest, fresh instance", self.throughput_fresh, true),
+            (
+                "noop guest, fresh instance, failures recorded (the host's default)",
+                self.throughput_recording,
+                false,
+            ),
             ("noop guest, instance reuse", self.throughput_reuse, false),
             ("native no-op reconciler", self.throughput_native, false),
         ] {
@@ -542,6 +579,18 @@ impl Results {
                 1.0 / rate.wall,
                 us(rate.cpu),
                 THROUGHPUT_WORKERS as f64 / rate.cpu,
+            );
+        }
+        if let Some((rounds, plain, recording)) = self.recording_rounds {
+            let rate = |d: Duration| THROUGHPUT_OBJECTS as f64 / d.as_secs_f64();
+            let cost = (1.0 - rate(recording) / rate(plain)) * 100.0;
+            println!(
+                "\nrecording failures (the host's default), {rounds} alternating rounds, median: \
+                 {:.0}/s without, {:.0}/s with: {cost:+.1}% of reconciles/s (goal: < \
+                 {RECORDING_GOAL_PERCENT}%: {})",
+                rate(plain),
+                rate(recording),
+                verdict(cost < RECORDING_GOAL_PERCENT)
             );
         }
     }

@@ -272,6 +272,26 @@ impl Host {
         Some((code, body.to_owned()))
     }
 
+    /// The process's CPU time so far (user and system), from `/proc`.
+    pub fn cpu_time(&self) -> std::time::Duration {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        // Fields after the command (which may hold spaces): state is the 3rd field overall.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        // utime and stime are fields 14 and 15: 11 and 12 after the command.
+        let hz = 100;
+        std::time::Duration::from_millis((ticks(11) + ticks(12)) * 1000 / hz)
+    }
+
     /// Everything the host logged so far.
     pub fn log(&self) -> String {
         self.log.lock().clone()

@@ -107,6 +107,21 @@ pub fn plugin_reconciler(
     PluginReconciler::new(Arc::new(Plugin::new(Arc::new(context), module, None)))
 }
 
+/// [`plugin_reconciler`] recording its calls as a host does by default (failures kept).
+pub fn recording_plugin(engine: &PluginEngine, rt: &Runtime, wasm: &Path) -> PluginReconciler {
+    let context = plugin_context(wasm, "");
+    let module = rt
+        .block_on(ModuleLoader::new(engine.clone()).load(&context.manifest.module))
+        .expect("the guest loads");
+    let recordings = reconcile_host::plugin::record::PluginRecordings::new(
+        "bench",
+        reconcile_host::plugin::record::RecordingSettings::default(),
+    );
+    PluginReconciler::new(Arc::new(
+        Plugin::new(Arc::new(context), module, None).with_recordings(Arc::new(recordings)),
+    ))
+}
+
 pub fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|text| {

@@ -99,9 +99,9 @@ async fn run(args: &ReplayArgs) -> anyhow::Result<(String, Differences)> {
     let module = loader.load_bytes(&module_path, bytes).await?;
     let context = Arc::new(context(&bundle, &module_path)?);
     let mut call = CallSession {
-        session: Some(Session::Replay(
+        session: Some(Session::Replay(Box::new(
             Replaying::new(&bundle).map_err(|e| anyhow::anyhow!("the bundle: {e}"))?,
-        )),
+        ))),
         replay_seed: Some(match &bundle.insecure_seed {
             Some(seed) => seed
                 .parse()
@@ -123,7 +123,7 @@ async fn run(args: &ReplayArgs) -> anyhow::Result<(String, Differences)> {
     let result = invoke::reconcile(&module, &context, None, view, None, &mut call).await;
     let replayed = RecordedOutcome::of(&result);
     let replaying = match call.session.take() {
-        Some(Session::Replay(replaying)) => replaying,
+        Some(Session::Replay(replaying)) => *replaying,
         // The instance never started.
         _ => Replaying::new(&bundle).map_err(|e| anyhow::anyhow!("the bundle: {e}"))?,
     };

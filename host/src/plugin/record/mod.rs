@@ -10,6 +10,7 @@
 //! # Guarantees
 //! - A recording is bounded: at most [`MAX_CALLS`] host calls and [`MAX_BYTES`] bytes of
 //!   answers and random bytes; past either it stops keeping and marks the bundle `truncated`.
+//!   A plugin's kept bundles hold at most [`ring::MAX_KEPT_BYTES`] bytes (the oldest go first).
 //! - Unless the host is configured to keep them, the values of a Secret's `data` and
 //!   `stringData` are replaced by `redacted` wherever they appear: in the request's object and in
 //!   every answer.
@@ -100,15 +101,16 @@ use serde_json::Value;
 /// The most host calls a recording keeps.
 pub const MAX_CALLS: usize = 4096;
 /// The most bytes of answers and random bytes a recording keeps.
-pub const MAX_BYTES: usize = 16 << 20;
+pub const MAX_BYTES: usize = 4 << 20;
 
 /// What a store's clocks, random sources and imports are doing for the current call.
 #[derive(Debug)]
 pub enum Session {
     /// Keeping what they answer.
     Record(Recording),
-    /// Answering from a bundle.
-    Replay(replay::Replaying),
+    /// Answering from a bundle (boxed: a plain call moves sessions around, and should not move
+    /// a replay's state).
+    Replay(Box<replay::Replaying>),
 }
 
 /// The session of one store, shared with its WASI clocks and random sources.

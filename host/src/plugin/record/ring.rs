@@ -41,7 +41,7 @@ pub struct PluginRecordings {
     plugin: String,
     settings: RecordingSettings,
     every_call: bool,
-    ring: Mutex<VecDeque<Arc<Bundle>>>,
+    ring: Mutex<VecDeque<(usize, Arc<Bundle>)>>,
     requested: Mutex<HashSet<ObjectKey>>,
     enqueue: Mutex<Option<Enqueue>>,
     written: AtomicU64,
@@ -58,6 +58,22 @@ impl std::fmt::Debug for PluginRecordings {
 
 /// Most keys waiting to be recorded on request, per plugin.
 pub const MAX_REQUESTED: usize = 1024;
+
+/// Most bytes of bundles a plugin keeps in memory (about: answers, random bytes and object).
+pub const MAX_KEPT_BYTES: usize = 32 << 20;
+
+fn size_of(bundle: &Bundle) -> usize {
+    let calls: usize = bundle
+        .calls
+        .iter()
+        .map(|call| call.args.to_string().len() + call.result.to_string().len())
+        .sum();
+    calls
+        + bundle.random.len()
+        + bundle.insecure_random.len()
+        + bundle.request.object.as_ref().map_or(0, String::len)
+        + 8 * (bundle.wall_clock.len() + bundle.monotonic_clock.len())
+}
 
 impl PluginRecordings {
     /// Recordings of `plugin` as `settings` say: failed calls and requested keys are kept.
@@ -144,11 +160,15 @@ impl PluginRecordings {
         }
         let bundle = Arc::new(bundle);
         if self.settings.keep > 0 {
+            let size = size_of(&bundle);
             let mut ring = self.ring.lock();
-            if ring.len() >= self.settings.keep {
+            while ring.len() >= self.settings.keep
+                || (!ring.is_empty()
+                    && ring.iter().map(|(s, _)| s).sum::<usize>() + size > MAX_KEPT_BYTES)
+            {
                 ring.pop_front();
             }
-            ring.push_back(Arc::clone(&bundle));
+            ring.push_back((size, Arc::clone(&bundle)));
         }
         if let Some(directory) = &self.settings.directory {
             let n = self.written.fetch_add(1, Ordering::Relaxed);
@@ -195,7 +215,11 @@ impl PluginRecordings {
     /// The bundles kept in memory, oldest first.
     #[must_use]
     pub fn bundles(&self) -> Vec<Arc<Bundle>> {
-        self.ring.lock().iter().cloned().collect()
+        self.ring
+            .lock()
+            .iter()
+            .map(|(_, b)| Arc::clone(b))
+            .collect()
     }
 }
 
