@@ -89,6 +89,34 @@ pub(crate) struct RequestView<'a> {
     pub(crate) requeues: u32,
 }
 
+impl<'a> RequestView<'a> {
+    /// The request for `target` with `object` and `requeues`, borrowed.
+    pub(crate) fn of(
+        target: &'a bindings::ObjectRef,
+        object: Option<&'a str>,
+        requeues: u32,
+    ) -> Self {
+        Self {
+            target: TargetView {
+                kind: &target.kind,
+                namespace: target.namespace.as_deref(),
+                name: &target.name,
+            },
+            object,
+            requeues,
+        }
+    }
+
+    /// The target, owned.
+    pub(crate) fn target_owned(&self) -> bindings::ObjectRef {
+        bindings::ObjectRef {
+            kind: self.target.kind.clone(),
+            namespace: self.target.namespace.map(str::to_owned),
+            name: self.target.name.to_owned(),
+        }
+    }
+}
+
 /// The `object-ref` record, borrowed.
 #[derive(ComponentType, Lower, Clone, Copy, Debug)]
 #[component(record)]

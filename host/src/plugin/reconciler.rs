@@ -357,11 +357,7 @@ impl Plugin {
         }
         if let Some((shadow, admitted)) = shadowed {
             let owned = OwnedRequest {
-                target: ObjectRef {
-                    kind: request.target.kind.clone(),
-                    namespace: request.target.namespace.map(str::to_owned),
-                    name: request.target.name.to_owned(),
-                },
+                target: request.target_owned(),
                 object: request.object.map(str::to_owned),
                 requeues: request.requeues,
             };

@@ -36,7 +36,7 @@ use super::api::{ApiCall, PatchDoc, Target};
 use super::bindings::{self, ObjectRef};
 use super::context::PluginContext;
 use super::guest_log::guest_text;
-use super::invoke::{self, GuestFailure, RequestView, TargetView};
+use super::invoke::{self, GuestFailure, RequestView};
 use super::module::Module;
 use super::tape::{Tape, Write};
 use crate::runtime::KindRef;
@@ -410,15 +410,7 @@ impl ShadowRunner {
         };
         let primary_writes: Arc<[Write]> = primary_writes.into();
         let tape = Tape::shadow(Arc::clone(&primary_writes));
-        let view = RequestView {
-            target: TargetView {
-                kind: &request.target.kind,
-                namespace: request.target.namespace.as_deref(),
-                name: &request.target.name,
-            },
-            object: request.object.as_deref(),
-            requeues: request.requeues,
-        };
+        let view = RequestView::of(&request.target, request.object.as_deref(), request.requeues);
         let result = invoke::reconcile(
             &self.module,
             &self.context,

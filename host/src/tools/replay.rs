@@ -14,7 +14,7 @@ use crate::config::HostConfig;
 use crate::exit::EXIT_CONFIG;
 use crate::plugin::api::Unavailable;
 use crate::plugin::context::PluginContext;
-use crate::plugin::invoke::{self, CallSession, RequestView, TargetView};
+use crate::plugin::invoke::{self, CallSession, RequestView};
 use crate::plugin::manifest::Manifest;
 use crate::plugin::module::{ModuleLoader, hex_sha256};
 use crate::plugin::record::replay::{Differences, Replaying};
@@ -111,15 +111,7 @@ async fn run(args: &ReplayArgs) -> anyhow::Result<(String, Differences)> {
         ..CallSession::default()
     };
     let request = &bundle.request;
-    let view = RequestView {
-        target: TargetView {
-            kind: &request.target.kind,
-            namespace: request.target.namespace.as_deref(),
-            name: &request.target.name,
-        },
-        object: request.object.as_deref(),
-        requeues: request.requeues,
-    };
+    let view = RequestView::of(&request.target, request.object.as_deref(), request.requeues);
     let result = invoke::reconcile(&module, &context, None, view, None, &mut call).await;
     let replayed = RecordedOutcome::of(&result);
     let replaying = match call.session.take() {

@@ -71,11 +71,7 @@ pub(crate) fn bundle(
         recorded_at: format!("{recorded_at:.6}"),
         fresh_instance: call.fresh,
         request: RecordedRequest {
-            target: crate::plugin::bindings::ObjectRef {
-                kind: request.target.kind.clone(),
-                namespace: request.target.namespace.map(str::to_owned),
-                name: request.target.name.to_owned(),
-            },
+            target: request.target_owned(),
             object,
             requeues: request.requeues,
         },
