@@ -358,6 +358,79 @@ async fn a_missing_module_is_a_fetch_condition_naming_the_config_map_and_the_key
         .await;
 }
 
+/// A ConfigMap the testbed reconciles, labelled `track=canary`.
+fn canary_labelled(name: &str) -> ConfigMap {
+    let mut object = labelled(name, "c");
+    if let Some(labels) = object.metadata.labels.as_mut() {
+        labels.insert("track".to_owned(), "canary".to_owned());
+    }
+    object
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_objects_shadow_and_canary_modules_are_pulled_from_the_registry() {
+    let backend = Backend::start(Config::default())
+        .await
+        .expect("API server starts");
+    let dir = scratch("plugin-objects-side-modules");
+    apply_crd(&backend, &dir).await;
+    let registry = Registry::start(&dir);
+    let testbed = push(
+        &component("testbed"),
+        &format!("{}/plugins/testbed:v1", registry.host()),
+    );
+    let noop_module = component("noop");
+    let noop = push(
+        &noop_module,
+        &format!("{}/plugins/noop:v1", registry.host()),
+    );
+    let mut object = testbed_with("oci", json!(testbed));
+    object["spec"]["shadow"] = json!({"oci": testbed});
+    object["spec"]["canary"] = json!({"selector": "track=canary", "oci": noop});
+    let config_arg = oci_config(&dir, &registry);
+    create(&backend, object).await;
+    let host = Host::start_with(&backend, &dir, &[], &["--config", &config_arg]);
+    ready(&backend, "testbed", 1).await;
+    let config_maps = config_maps(&backend, "default");
+    let post = PostParams::default();
+    config_maps
+        .create(&post, &labelled("side-stable", "s"))
+        .await
+        .expect("created");
+    // The stable key: the plugin's module writes, its identical shadow agrees.
+    seen(&backend, "side-stable").await;
+    let runs = |outcome: &str| {
+        format!(
+            "reconcile_host_plugin_shadow_runs_total{{plugin=\"testbed\",outcome=\"{outcome}\"}}"
+        )
+    };
+    host.wait_metric(&runs("same"), 1.0).await;
+    assert_eq!(host.metric(&runs("different")).await, 0.0);
+    // (A shadow runs on canary keys too, and compares with the canary's module.)
+    config_maps
+        .create(&post, &canary_labelled("side-canary"))
+        .await
+        .expect("created");
+    // The canary key: the canary's module (noop) reconciled it, and wrote nothing.
+    let noop_digest = digest(&std::fs::read(&noop_module).expect("noop"));
+    host.wait_metric(
+        &format!(
+            "reconcile_host_plugin_module_reconciles_total{{plugin=\"testbed\",module=\"{}\",result=\"success\"}}",
+            &noop_digest["sha256:".len().."sha256:".len() + 12]
+        ),
+        1.0,
+    )
+    .await;
+    assert!(
+        config_maps
+            .get_opt("side-canary-seen")
+            .await
+            .expect("read")
+            .is_none(),
+        "the canary key went to the plugin's module"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_object_from_a_registry_tag_is_pinned_to_its_digest_and_serves_while_the_registry_is_down()
  {

@@ -322,6 +322,32 @@ impl PluginObjects {
         // The manifest file: the spec without the source, named by the object, the module
         // beside it. It changes only when the spec does, so a new module alone is a swap.
         let mut manifest = spec;
+        // A shadow's and a canary's modules come from registries too; written before the
+        // manifest that names them.
+        for (field, file) in [("shadow", "shadow.wasm"), ("canary", "canary.wasm")] {
+            let Some(reference) = manifest
+                .get(field)
+                .and_then(|section| section.get("oci"))
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+            else {
+                continue;
+            };
+            let registry = self.registry.as_ref().ok_or(FetchError::NoRegistry)?;
+            let pulled = registry
+                .pull(&reference, None)
+                .await
+                .map_err(FetchError::Registry)?;
+            let bytes = std::fs::read(&pulled.path).map_err(|source| FetchError::Write {
+                path: pulled.path.clone(),
+                source,
+            })?;
+            write_if_changed(&dir, &dir.join(file), &bytes)?;
+            if let Some(section) = manifest.get_mut(field).and_then(|s| s.as_object_mut()) {
+                section.remove("oci");
+                section.insert("module".to_owned(), json!(file));
+            }
+        }
         if let Some(fields) = manifest.as_object_mut() {
             fields.remove("configMap");
             fields.remove("oci");

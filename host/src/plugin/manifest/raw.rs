@@ -122,41 +122,59 @@ pub struct RawManifest {
     /// What the `client` import may do; default: nothing.
     #[serde(skip_serializing_if = "Option::is_none")]
     grants: Option<Vec<RawGrant>>,
-    /// A manifest file's shadow: another module run after the primary on the same key and
-    /// object, its writes answered by dry runs and compared with the primary's.
-    #[schemars(skip)]
+    /// Another module run after sampled reconciles on the same key and object, its writes
+    /// answered by server-side dry runs and compared with the plugin's (never applied).
     #[serde(skip_serializing_if = "Option::is_none")]
     shadow: Option<RawShadow>,
-    /// A manifest file's canary: keys whose object matches `selector` go to `module`.
-    #[schemars(skip)]
+    /// Keys whose object matches `selector` are reconciled by the canary's module.
     #[serde(skip_serializing_if = "Option::is_none")]
     canary: Option<RawCanary>,
 }
 
-/// `shadow:` of a manifest file.
-#[derive(Default, Deserialize, Serialize, Clone, Debug)]
+/// `shadow:`.
+#[derive(Default, Deserialize, Serialize, Clone, Debug, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[serde(expecting = "a mapping of `module` and optional `sample`, `limits` and `env`")]
+#[serde(
+    expecting = "a mapping of `module` (an object: `oci`) and optional `sample`, `limits` \
+                     and `env`"
+)]
 struct RawShadow {
-    /// The shadow's component path, relative to the manifest's directory.
+    /// A file's shadow component path, relative to the manifest's directory.
+    #[schemars(skip)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     module: Option<String>,
-    /// The fraction of reconciles shadowed, 0 to 1 (default 1).
+    /// The shadow's component in an OCI registry: `<registry>/<repository>@sha256:<digest>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    oci: Option<String>,
+    /// The fraction of reconciles shadowed, above 0 and at most 1 (default 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1.0))]
     sample: Option<f64>,
-    /// The shadow's own per-call limits (default: the plugin's).
+    /// The shadow's own per-call limits (default: the plugin's `limits`).
+    #[serde(skip_serializing_if = "Option::is_none")]
     limits: Option<RawLimits>,
-    /// The shadow's environment (default: the plugin's).
+    /// The shadow's environment (default: the plugin's `env`).
+    #[serde(skip_serializing_if = "Option::is_none")]
     env: Option<Env>,
 }
 
-/// `canary:` of a manifest file.
-#[derive(Default, Deserialize, Serialize, Clone, Debug)]
+/// `canary:`.
+#[derive(Default, Deserialize, Serialize, Clone, Debug, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[serde(expecting = "a mapping of `selector` and `module`")]
+#[serde(expecting = "a mapping of `selector` and `module` (an object: `oci`)")]
 struct RawCanary {
-    /// Keys whose object matches this label selector go to the canary.
+    /// Keys whose object matches this label selector go to the canary, e.g. `track=canary`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     selector: Option<String>,
-    /// The canary's component path, relative to the manifest's directory.
+    /// A file's canary component path, relative to the manifest's directory.
+    #[schemars(skip)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     module: Option<String>,
+    /// The canary's component in an OCI registry: `<registry>/<repository>@sha256:<digest>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    oci: Option<String>,
 }
 
 /// Go-style durations as the manifest's parser reads them: `500ms`, `15s`, `2m`, `1h`, `1m30s`.
@@ -411,18 +429,35 @@ impl RawManifest {
                 ));
             }
         };
-        if self.shadow.is_some() || self.canary.is_some() {
-            let field = if self.shadow.is_some() {
-                "shadow"
-            } else {
-                "canary"
-            };
-            return Err(problem(
-                format!("spec.{field}"),
-                "is a manifest file's field: a ReconcilerPlugin object cannot name a second \
-                 module; run the new module as a plugin file with `shadow` or `canary`, or as \
-                 an object of its own",
-            ));
+        // A shadow's or canary's `oci` becomes the file form's `module` (never read here: the
+        // object's file; the host's materializer writes the pulled module's path).
+        let side = |field: &str, module: &mut Option<String>, oci: &mut Option<String>| {
+            if module.is_some() {
+                return Err(problem(
+                    format!("spec.{field}.module"),
+                    format!(
+                        "is a manifest file's field; an object names the {field}'s component \
+                         with `{field}.oci` (a registry reference)"
+                    ),
+                ));
+            }
+            if oci.take().is_none() {
+                return Err(problem(
+                    format!("spec.{field}.oci"),
+                    format!(
+                        "missing; add the {field}'s component as a registry reference, e.g. \
+                         `oci: registry.example.com/website@sha256:…`"
+                    ),
+                ));
+            }
+            *module = Some(String::new());
+            Ok(())
+        };
+        if let Some(shadow) = &mut self.shadow {
+            side("shadow", &mut shadow.module, &mut shadow.oci)?;
+        }
+        if let Some(canary) = &mut self.canary {
+            side("canary", &mut canary.module, &mut canary.oci)?;
         }
         if self.name.is_some() || self.module.is_some() {
             let field = if self.name.is_some() {
@@ -435,6 +470,15 @@ impl RawManifest {
                 "is a manifest file's field; an object is named by metadata.name and its module \
                  comes from `oci` or `configMap`",
             ));
+        }
+        for side in [
+            self.shadow.as_mut().map(|s| &mut s.module),
+            self.canary.as_mut().map(|c| &mut c.module),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            *side = Some(module.clone());
         }
         self.name = Some(name);
         self.module = Some(module);
@@ -670,12 +714,27 @@ fn module_path(field: &str, module: Option<&str>, base_dir: &Path) -> Result<Pat
     }
 }
 
+/// A file's shadow or canary names its component with `module`, never `oci`.
+fn file_source(field: &str, oci: Option<&String>) -> Result<(), Problem> {
+    match oci {
+        Some(_) => Err(problem(
+            format!("{field}.oci"),
+            format!(
+                "is a module source of ReconcilerPlugin objects (`kubectl apply`); a manifest \
+                 file names the {field}'s component with `{field}.module: <path>`"
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 fn validate_shadow(
     raw: RawShadow,
     base_dir: &Path,
     limits: Limits,
     env: &[(String, String)],
 ) -> Result<Shadow, Problem> {
+    file_source("shadow", raw.oci.as_ref())?;
     let module = module_path("shadow.module", raw.module.as_deref(), base_dir)?;
     let sample = raw.sample.unwrap_or(1.0);
     if !(sample > 0.0 && sample <= 1.0) {
@@ -704,6 +763,7 @@ fn validate_shadow(
 }
 
 fn validate_canary(raw: RawCanary, base_dir: &Path) -> Result<Canary, Problem> {
+    file_source("canary", raw.oci.as_ref())?;
     let module = module_path("canary.module", raw.module.as_deref(), base_dir)?;
     let selector = match raw.selector.as_deref() {
         None | Some("") => {

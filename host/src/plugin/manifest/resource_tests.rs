@@ -30,7 +30,7 @@ fn the_crd_spec_has_every_field_of_a_manifest_file_but_name_and_module_plus_the_
     let spec = &crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
     let mut expected = keys(&file);
     expected.retain(|key| key != "name" && key != "module");
-    expected.extend(["oci".to_owned(), "configMap".to_owned()]);
+    expected.extend(["oci", "configMap", "shadow", "canary"].map(str::to_owned));
     assert_eq!(keys(&spec["properties"]), expected);
     // Nested mappings too: what a file may write under each, the object may.
     for field in ["rateLimiter", "limits", "apiRateLimit", "instanceReuse"] {
@@ -41,6 +41,15 @@ fn the_crd_spec_has_every_field_of_a_manifest_file_but_name_and_module_plus_the_
             "{field}: {written:?} ⊄ {schema:?}"
         );
     }
+    // An object's shadow and canary name their component with `oci`, never a path.
+    assert_eq!(
+        keys(&spec["properties"]["shadow"]["properties"]),
+        ["env", "limits", "oci", "sample"].map(str::to_owned).into()
+    );
+    assert_eq!(
+        keys(&spec["properties"]["canary"]["properties"]),
+        ["oci", "selector"].map(str::to_owned).into()
+    );
     let grant = keys(&spec["properties"]["grants"]["items"]["properties"]);
     assert_eq!(
         grant,
@@ -170,23 +179,38 @@ fn a_memory_size_in_an_objects_json_may_be_a_number_of_bytes() {
 }
 
 #[test]
-fn an_object_cannot_name_a_shadow_or_canary_module() {
-    for (field, yaml) in [
-        ("shadow", "  shadow: {module: v2.wasm}\n"),
-        ("canary", "  canary: {selector: a=b, module: v2.wasm}\n"),
-    ] {
-        let object = format!(
+fn an_objects_shadow_and_canary_come_from_registries() {
+    let object = |extra: &str| {
+        format!(
             "apiVersion: reconcile-host.dev/v1alpha1\nkind: ReconcilerPlugin\nmetadata: {{name: web}}\n\
-             spec:\n  oci: registry.example.com/web@sha256:{}\n  for: {{apiVersion: v1, kind: ConfigMap}}\n{yaml}",
+             spec:\n  oci: registry.example.com/web@sha256:{}\n  for: {{apiVersion: v1, kind: ConfigMap}}\n{extra}",
             "0".repeat(64)
-        );
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("web.yaml");
-        std::fs::write(&path, object).unwrap();
-        let error = Manifest::load_object(&path).unwrap_err().to_string();
-        assert!(
-            error.contains(&format!("`spec.{field}`: is a manifest file's field")),
-            "{error}"
-        );
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("web.yaml");
+    let load = |text: String| {
+        std::fs::write(&path, text).unwrap();
+        Manifest::load_object(&path)
+    };
+    let (manifest, _) = load(object(
+        "  shadow: {oci: registry.example.com/web@sha256:1, sample: 0.5}\n  \
+         canary: {selector: track=canary, oci: registry.example.com/web:v2}\n",
+    ))
+    .expect("an object with a shadow and a canary loads");
+    assert!((manifest.shadow.expect("a shadow").sample - 0.5).abs() < f64::EPSILON);
+    assert!(manifest.canary.is_some());
+    for (yaml, fragment) in [
+        (
+            "  shadow: {module: v2.wasm}\n",
+            "`spec.shadow.module`: is a manifest file's field; an object names the shadow's component with `shadow.oci`",
+        ),
+        (
+            "  canary: {selector: a=b}\n",
+            "`spec.canary.oci`: missing; add the canary's component as a registry reference",
+        ),
+    ] {
+        let error = load(object(yaml)).unwrap_err().to_string();
+        assert!(error.contains(fragment), "{error}");
     }
 }

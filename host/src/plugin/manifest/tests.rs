@@ -233,7 +233,9 @@ fn each_invalid_value_is_refused_naming_its_field_value_and_fix() {
             shadow: {module: v2.wasm, env: {A-B: x}} | shadow.env.A-B | `A-B` is not an environment variable name
             canary: {module: v2.wasm} | canary.selector | missing; add the label selector of the objects the canary reconciles
             canary: {selector: 'a in (b', module: v2.wasm} | canary.selector | label selector `a in (b`
-            canary: {selector: canary=true} | canary.module | missing; add the component's path";
+            canary: {selector: canary=true} | canary.module | missing; add the component's path
+            shadow: {oci: r.example.com/w@sha256:0} | shadow.oci | is a module source of ReconcilerPlugin objects
+            canary: {selector: a=b, oci: r.example.com/w:v2} | canary.oci | is a module source of ReconcilerPlugin objects";
     for case in cases.lines() {
         let mut parts = case.trim().split(" | ");
         let (extra, field, fragment) = (
