@@ -77,14 +77,18 @@ go mod download
 build etcd ./etcd
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 
+# Whole outputs are read (no `grep -q`, no `head`): under pipefail a reader that stops early
+# kills the writer with SIGPIPE and fails the pipeline (exit 141).
 for bin in etcd kube-apiserver; do
-  if readelf --program-headers "$tmp/$bin" | grep -q 'program interpreter'; then
+  headers="$(readelf --program-headers "$tmp/$bin")"
+  if [[ "$headers" == *'program interpreter'* ]]; then
     echo "error: $bin is dynamically linked although CGO_ENABLED=0; check the Go toolchain's environment" >&2
     exit 1
   fi
 done
 "$tmp/kube-apiserver" --version
-"$tmp/etcd" --version | head -1
+etcd_reported="$("$tmp/etcd" --version)"
+echo "${etcd_reported%%$'\n'*}"
 
 rm -f "$out/stamp"
 mv -f "$tmp/etcd" "$tmp/kube-apiserver" "$out/"

@@ -37,7 +37,10 @@ mkdir -p "$(dirname "$OUT")"
 cp "target/$TARGET/$dir/reconcile-host" "$OUT"
 
 # A static binary asks for no program interpreter (the image has no libc to load one).
-if readelf --program-headers "$OUT" | grep -q 'program interpreter'; then
+# The whole output is read: under pipefail, `grep -q` stopping early could kill readelf with
+# SIGPIPE and make the test false.
+headers="$(readelf --program-headers "$OUT")"
+if [[ "$headers" == *'program interpreter'* ]]; then
   echo "error: $OUT is dynamically linked; the image has no C library to load it" >&2
   readelf --program-headers "$OUT" | grep 'program interpreter' >&2
   exit 1

@@ -272,19 +272,8 @@ impl Plugin {
         object: Option<String>,
         requeues: u32,
     ) -> Result<bindings::Action, PluginError> {
-        self.call_view(
-            RequestView {
-                target: TargetView {
-                    kind: &target.kind,
-                    namespace: target.namespace.as_deref(),
-                    name: &target.name,
-                },
-                object: object.as_deref(),
-                requeues,
-            },
-            false,
-        )
-        .await
+        self.call_view(RequestView::of(&target, object.as_deref(), requeues), false)
+            .await
     }
 
     /// [`call`](Self::call) with a request borrowing its strings; to the canary's module if
