@@ -7,8 +7,9 @@
 //!   for a create, update or delete of an object the primary created, updated or deleted in the
 //!   same reconcile, by the answer the primary got (a dry run would only report that the primary
 //!   got there first). Its reads go to the API server as usual.
-//! - At most [`MAX_WRITES`] writes are kept per call; a call making more marks the tape
-//!   overflowed, and the comparison reports that instead of comparing a partial list.
+//! - At most [`MAX_WRITES`] writes and [`MAX_BYTES`] bytes of bodies and answers are kept per
+//!   call; a call making more marks the tape overflowed, and the comparison reports that instead
+//!   of comparing a partial list.
 
 use std::sync::Arc;
 
@@ -18,6 +19,8 @@ use super::api::{ApiCall, ApiResult, SharedApi};
 
 /// The most writes kept per call.
 pub const MAX_WRITES: usize = 64;
+/// The most bytes of write bodies and answers kept per call (about: as JSON text).
+pub const MAX_BYTES: usize = 8 << 20;
 
 /// A write a guest made and what it was answered.
 #[derive(Clone, Debug)]
@@ -42,6 +45,7 @@ enum Mode {
 pub struct Tape {
     mode: Mode,
     writes: Vec<Write>,
+    bytes: usize,
     overflowed: bool,
 }
 
@@ -55,6 +59,7 @@ impl Tape {
         Arc::new(Mutex::new(Self {
             mode: Mode::Primary,
             writes: Vec::new(),
+            bytes: 0,
             overflowed: false,
         }))
     }
@@ -66,6 +71,7 @@ impl Tape {
         Arc::new(Mutex::new(Self {
             mode: Mode::Shadow(primary),
             writes: Vec::new(),
+            bytes: 0,
             overflowed: false,
         }))
     }
@@ -83,10 +89,30 @@ impl Tape {
     }
 
     fn keep(&mut self, call: ApiCall, result: &ApiResult) {
-        if self.writes.len() >= MAX_WRITES {
+        if self.overflowed {
+            return;
+        }
+        let body = match &call {
+            ApiCall::Apply { object, .. }
+            | ApiCall::Create { object, .. }
+            | ApiCall::Replace { object, .. } => super::record::approximate_size(object),
+            ApiCall::Patch { body, .. } => match body {
+                super::api::PatchDoc::Merge(patch)
+                | super::api::PatchDoc::Json(patch)
+                | super::api::PatchDoc::Strategic(patch) => super::record::approximate_size(patch),
+            },
+            ApiCall::Delete { .. } | ApiCall::Get { .. } => 0,
+        };
+        let answer = result
+            .as_ref()
+            .ok()
+            .and_then(Option::as_ref)
+            .map_or(0, String::len);
+        self.bytes = self.bytes.saturating_add(body + answer);
+        if self.writes.len() >= MAX_WRITES || self.bytes > MAX_BYTES {
             self.overflowed = true;
-            self.writes.clear();
-        } else if !self.overflowed {
+            self.writes = Vec::new();
+        } else {
             self.writes.push(Write {
                 call,
                 result: result.clone(),
@@ -205,5 +231,19 @@ mod tests {
         }
         assert!(tape.lock().writes().is_none());
         assert!(tape.lock().take().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_call_writing_too_many_bytes_overflows_its_tape() {
+        let api: SharedApi = Arc::new(Recorder::default());
+        let tape = Tape::primary();
+        let mut big = create("big");
+        if let ApiCall::Create { object, .. } = &mut big {
+            object["data"] = serde_json::json!({"x": "y".repeat(MAX_BYTES)});
+        }
+        let _ = perform(Arc::clone(&api), Some(Arc::clone(&tape)), create("small")).await;
+        assert_eq!(tape.lock().writes().map(<[Write]>::len), Some(1));
+        let _ = perform(Arc::clone(&api), Some(Arc::clone(&tape)), big).await;
+        assert!(tape.lock().take().is_none(), "kept past its byte bound");
     }
 }

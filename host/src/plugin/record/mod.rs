@@ -176,7 +176,8 @@ impl Recording {
     }
 }
 
-fn approximate_size(value: &Value) -> usize {
+/// About how many bytes `value` takes as JSON text.
+pub(crate) fn approximate_size(value: &Value) -> usize {
     match value {
         Value::String(text) => text.len() + 2,
         Value::Array(items) => items.iter().map(approximate_size).sum::<usize>() + 2,
