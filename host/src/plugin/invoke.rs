@@ -18,6 +18,7 @@ use wasmtime::{Store, UpdateDeadline};
 
 use super::bindings::{self, Kind};
 use super::context::PluginContext;
+use super::cost::CallCost;
 use super::guest_log::{MAX_ERROR, guest_text};
 use super::manifest::InstanceReuse;
 use super::module::Module;
@@ -178,6 +179,8 @@ pub struct CallSession {
     pub fresh: bool,
     /// After the call: the insecure seed of the instance it ran on.
     pub seed: u128,
+    /// After the call: where its time went.
+    pub cost: CallCost,
 }
 
 /// Calls `reconcile` on a fresh instance of `module` (or a reused one from `pool`).
@@ -198,20 +201,30 @@ pub(crate) async fn reconcile(
     let deadline = Instant::now() + limits.deadline;
     let warm = pool.and_then(|pool| pool.idle.lock().pop());
     session.fresh = warm.is_none();
-    let mut warm = match warm {
+    let (mut warm, instantiated) = match warm {
         Some(warm) => {
             *warm.store.data().session.lock() = session.session.take();
-            warm
+            (warm, Duration::ZERO)
         }
-        None => instantiate(module, plugin, deadline, session).await?,
+        None => {
+            let started = Instant::now();
+            let warm = instantiate(module, plugin, deadline, session).await?;
+            (warm, started.elapsed())
+        }
     };
     session.seed = warm.store.data().insecure_seed;
     warm.store.data_mut().deadline = deadline;
     warm.store.data_mut().tape = tape;
-    warm.store.data().begin_call();
+    warm.store.data_mut().begin_call();
     warm.store.set_epoch_deadline(1);
+    let called = Instant::now();
     let call = warm.reconcile.call_async(&mut warm.store, (request,));
     let outcome = tokio::time::timeout_at((deadline + DEADLINE_GRACE).into(), call).await;
+    session.cost = warm
+        .store
+        .data()
+        .cost
+        .finish(called.elapsed(), instantiated);
     warm.store.data().flush_stdio();
     warm.store.data_mut().tape = None;
     session.session = warm.store.data().session.lock().take();

@@ -11,6 +11,7 @@
 pub mod api;
 mod bindings;
 pub mod context;
+pub mod cost;
 pub mod engine;
 pub mod guest_log;
 mod imports;

@@ -14,7 +14,7 @@ use super::record::{self, PluginRecordings, RecordedOutcome, Recording, Session}
 use super::shadow::{Answer, OwnedRequest, ShadowRunner};
 use crate::controller::{Action, Reconciler, Request};
 use crate::informer::CachedObject;
-use crate::telemetry::{Metrics, ModuleSeries, PluginFailures};
+use crate::telemetry::{Metrics, ModuleSeries, PluginCosts, PluginFailures};
 use label_selector::LabelSelector;
 
 /// Every reason a guest call can fail, as labelled in metrics.
@@ -78,6 +78,7 @@ struct Probation {
 pub struct Plugin {
     context: Arc<PluginContext>,
     metrics: Option<Metrics>,
+    costs: Option<PluginCosts>,
     current: RwLock<Arc<Loaded>>,
     canary: Option<(LabelSelector, Arc<Loaded>)>,
     shadow: Option<Arc<ShadowRunner>>,
@@ -109,6 +110,7 @@ impl Plugin {
         Self {
             context,
             metrics: None,
+            costs: None,
             current: RwLock::new(Arc::new(loaded)),
             canary: None,
             shadow: None,
@@ -128,11 +130,13 @@ impl Plugin {
     }
 
     /// Counts every call per module in `metrics`
-    /// (`reconcile_host_plugin_module_reconciles_total` and its time histogram).
+    /// (`reconcile_host_plugin_module_reconciles_total` and its time histogram), and where the
+    /// calls' time goes ([`Metrics::plugin_costs`]).
     #[must_use]
     pub fn with_metrics(mut self, metrics: Metrics) -> Self {
         let module = Arc::clone(&self.current.read().module);
         *self.current.get_mut() = Arc::new(Self::loaded(&self.context, Some(&metrics), module));
+        self.costs = Some(metrics.plugin_costs(&self.context.name));
         self.metrics = Some(metrics);
         self
     }
@@ -337,6 +341,9 @@ impl Plugin {
                 );
                 recordings.keep(bundle, requested);
             }
+        }
+        if let Some(costs) = &self.costs {
+            costs.add(&session.cost);
         }
         if let Some(series) = &loaded.series {
             let label = result

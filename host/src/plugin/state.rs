@@ -9,6 +9,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::context::PluginContext;
+use super::cost::CostMeter;
 use super::guest_log::{CallLog, Source};
 use super::record::{self, SessionSlot};
 use super::stdio::LogStream;
@@ -94,6 +95,8 @@ pub struct GuestState {
     pub(crate) session: SessionSlot,
     /// The `wasi:random/insecure-seed` value this instance answers.
     pub(crate) insecure_seed: u128,
+    /// What the current call's imports have spent.
+    pub(crate) cost: CostMeter,
 }
 
 impl GuestState {
@@ -132,12 +135,14 @@ impl GuestState {
             tape: None,
             session,
             insecure_seed: seed,
+            cost: CostMeter::default(),
         }
     }
 
-    /// Starts a call: a fresh budget of guest text.
-    pub fn begin_call(&self) {
+    /// Starts a call: a fresh budget of guest text, nothing spent yet.
+    pub fn begin_call(&mut self) {
         self.call_log.lock().begin();
+        self.cost = CostMeter::default();
     }
 
     /// Logs the unterminated last lines of stdout and stderr (complete lines are logged as

@@ -16,6 +16,7 @@ use tokio::sync::watch;
 use super::hooks::{ControllerMetrics, LeaderStatus, WorkqueueMetrics};
 use crate::controller::Outcome;
 use crate::election::Leadership;
+use crate::plugin::cost::{CallCost, IMPORT_COUNT, Import};
 use crate::queue::{Key, Queue};
 
 /// client-go's workqueue latency buckets, `ExponentialBuckets(10e-9, 10, 10)`: 10 ns to 10 s.
@@ -37,6 +38,7 @@ type ResultLabels = [(&'static str, String); 2];
 /// Three labels, e.g. `plugin`, `module`, `result`.
 type ThreeLabels = [(&'static str, String); 3];
 type FloatGauge = Gauge<f64, AtomicU64>;
+type FloatCounter = Counter<f64, AtomicU64>;
 type HistogramFamily<S> = Family<S, Histogram, fn() -> Histogram>;
 
 fn workqueue_histogram() -> Histogram {
@@ -73,6 +75,11 @@ struct Families {
     plugin_log_dropped_lines: Family<OneLabel, Counter>,
     plugin_log_dropped_bytes: Family<OneLabel, Counter>,
     plugin_hot_requeues: Family<OneLabel, Counter>,
+    plugin_guest_seconds: Family<OneLabel, FloatCounter>,
+    plugin_instantiate_seconds: Family<OneLabel, FloatCounter>,
+    plugin_import_seconds: Family<ResultLabels, FloatCounter>,
+    plugin_import_calls: Family<ResultLabels, Counter>,
+    plugin_api_wait_seconds: Family<OneLabel, FloatCounter>,
     shard_members: Family<OneLabel, Gauge>,
     shard_keys_owned: Family<OneLabel, Gauge>,
     shard_handovers: Family<OneLabel, Counter>,
@@ -107,6 +114,11 @@ impl Families {
             plugin_log_dropped_lines: Family::default(),
             plugin_log_dropped_bytes: Family::default(),
             plugin_hot_requeues: Family::default(),
+            plugin_guest_seconds: Family::default(),
+            plugin_instantiate_seconds: Family::default(),
+            plugin_import_seconds: Family::default(),
+            plugin_import_calls: Family::default(),
+            plugin_api_wait_seconds: Family::default(),
             shard_members: Family::default(),
             shard_keys_owned: Family::default(),
             shard_handovers: Family::default(),
@@ -263,6 +275,34 @@ impl Families {
             "requeue-after answers shorter than the plugin's minimum, raised to it",
             f.plugin_hot_requeues.clone(),
         );
+        registry.register(
+            "reconcile_host_plugin_guest_seconds",
+            "Wall time guest calls spent running guest code (WASI calls included), per plugin",
+            f.plugin_guest_seconds.clone(),
+        );
+        registry.register(
+            "reconcile_host_plugin_instantiate_seconds",
+            "Wall time spent creating and starting guest instances, per plugin (zero with \
+             instance reuse, between replacements)",
+            f.plugin_instantiate_seconds.clone(),
+        );
+        registry.register(
+            "reconcile_host_plugin_import_seconds",
+            "Wall time host imports spent on host work (decoding, validation, grant checks, \
+             cache reads, encoding), API waits excluded, per plugin and import",
+            f.plugin_import_seconds.clone(),
+        );
+        registry.register(
+            "reconcile_host_plugin_import_calls",
+            "Calls of host imports, per plugin and import",
+            f.plugin_import_calls.clone(),
+        );
+        registry.register(
+            "reconcile_host_plugin_api_wait_seconds",
+            "Wall time host imports spent waiting on the API server (client and events calls: \
+             the plugin's rate limit, the request and its answer), per plugin",
+            f.plugin_api_wait_seconds.clone(),
+        );
         families
     }
 }
@@ -410,6 +450,32 @@ impl Metrics {
             .families
             .plugin_hot_requeues
             .get_or_create_owned(&label("plugin", name))
+    }
+
+    /// Where the guest calls of plugin `name` spend their time:
+    /// `reconcile_host_plugin_{guest,instantiate,api_wait}_seconds_total{plugin}` and
+    /// `reconcile_host_plugin_import_{seconds,calls}_total{plugin,import}`, every series
+    /// starting at zero.
+    #[must_use]
+    pub fn plugin_costs(&self, name: &str) -> PluginCosts {
+        let f = &self.inner.families;
+        let plugin = label("plugin", name);
+        let per_import = |import: Import| {
+            let labels = [
+                ("plugin", name.to_owned()),
+                ("import", import.label().to_owned()),
+            ];
+            (
+                f.plugin_import_seconds.get_or_create_owned(&labels),
+                f.plugin_import_calls.get_or_create_owned(&labels),
+            )
+        };
+        PluginCosts {
+            guest: f.plugin_guest_seconds.get_or_create_owned(&plugin),
+            instantiate: f.plugin_instantiate_seconds.get_or_create_owned(&plugin),
+            api_wait: f.plugin_api_wait_seconds.get_or_create_owned(&plugin),
+            imports: Import::ALL.map(per_import),
+        }
     }
 
     /// `reconcile_host_plugin_fetch_failures_total{plugin="<name>",reason}`: counts one failed
@@ -622,6 +688,37 @@ impl PluginFailures {
     pub fn failed(&self, reason: &str) {
         if let Some((_, counter)) = self.counters.iter().find(|(r, _)| *r == reason) {
             counter.inc();
+        }
+    }
+}
+
+/// Where one plugin's guest calls spend their time, from [`Metrics::plugin_costs`].
+#[derive(Clone, Debug)]
+pub struct PluginCosts {
+    guest: FloatCounter,
+    instantiate: FloatCounter,
+    api_wait: FloatCounter,
+    /// Seconds and calls, by [`Import`] index.
+    imports: [(FloatCounter, Counter); IMPORT_COUNT],
+}
+
+impl PluginCosts {
+    /// Adds one call's cost.
+    pub fn add(&self, cost: &CallCost) {
+        self.guest.inc_by(cost.guest.as_secs_f64());
+        if !cost.instantiate.is_zero() {
+            self.instantiate.inc_by(cost.instantiate.as_secs_f64());
+        }
+        if !cost.api_wait.is_zero() {
+            self.api_wait.inc_by(cost.api_wait.as_secs_f64());
+        }
+        for ((seconds, calls), (host, count)) in
+            self.imports.iter().zip(cost.host.iter().zip(cost.calls))
+        {
+            if count > 0 {
+                seconds.inc_by(host.as_secs_f64());
+                calls.inc_by(u64::from(count));
+            }
         }
     }
 }

@@ -43,7 +43,7 @@ pub use handle::Telemetry;
 pub use health::{CheckResult, Health, Readiness, ReadinessGate};
 pub use hooks::{ControllerMetrics, LeaderStatus, WorkqueueMetrics};
 pub use metrics::{
-    Metrics, ModuleSeries, PluginFailures, RECONCILE_TIME_BUCKETS, SHADOW_OUTCOMES, ScrapeHook,
-    ShadowMetrics, ShardMetrics, WORKQUEUE_BUCKETS,
+    Metrics, ModuleSeries, PluginCosts, PluginFailures, RECONCILE_TIME_BUCKETS, SHADOW_OUTCOMES,
+    ScrapeHook, ShadowMetrics, ShardMetrics, WORKQUEUE_BUCKETS,
 };
 pub use server::{OPENMETRICS_CONTENT_TYPE, Server};

@@ -270,3 +270,58 @@ fn dropping_a_scrape_hook_stops_its_refresh() {
     let _ = metrics.encode();
     assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
 }
+
+#[test]
+fn plugin_costs_expose_guest_instantiate_import_and_api_wait_seconds() {
+    use crate::plugin::cost::{CallCost, IMPORT_COUNT, Import};
+    let metrics = Metrics::new();
+    let costs = metrics.plugin_costs("web");
+    let mut host = [Duration::ZERO; IMPORT_COUNT];
+    let mut calls = [0; IMPORT_COUNT];
+    host[Import::ClientApply as usize] = Duration::from_micros(250);
+    calls[Import::ClientApply as usize] = 2;
+    let cost = CallCost {
+        guest: Duration::from_micros(500),
+        instantiate: Duration::from_micros(125),
+        host,
+        calls,
+        api_wait: ms(2),
+    };
+    costs.add(&cost);
+    costs.add(&cost);
+    let text = metrics.encode();
+    assert_eq!(
+        lines(&text, "reconcile_host_plugin_guest_seconds_total"),
+        ["reconcile_host_plugin_guest_seconds_total{plugin=\"web\"} 0.001"]
+    );
+    assert_eq!(
+        lines(&text, "reconcile_host_plugin_instantiate_seconds_total"),
+        ["reconcile_host_plugin_instantiate_seconds_total{plugin=\"web\"} 0.00025"]
+    );
+    assert_eq!(
+        lines(&text, "reconcile_host_plugin_api_wait_seconds_total"),
+        ["reconcile_host_plugin_api_wait_seconds_total{plugin=\"web\"} 0.004"]
+    );
+    let imports = lines(&text, "reconcile_host_plugin_import_");
+    assert_eq!(
+        imports.len(),
+        2 * IMPORT_COUNT,
+        "every import starts at zero"
+    );
+    assert!(imports.contains(
+        &"reconcile_host_plugin_import_seconds_total{plugin=\"web\",import=\"client.apply\"} 0.0005"
+            .to_owned()
+    ));
+    assert!(
+        imports.contains(
+            &"reconcile_host_plugin_import_calls_total{plugin=\"web\",import=\"client.apply\"} 4"
+                .to_owned()
+        )
+    );
+    assert!(
+        imports.contains(
+            &"reconcile_host_plugin_import_calls_total{plugin=\"web\",import=\"cache.get\"} 0"
+                .to_owned()
+        )
+    );
+}

@@ -1,7 +1,10 @@
 //! `cache`: reads from the plugin's informer caches.
 
+use std::time::Instant;
+
 use super::super::bindings::kube::reconcile::cache::Host;
 use super::super::bindings::{CallError, Kind};
+use super::super::cost::Import;
 use super::super::record;
 use super::super::reference;
 use super::super::state::GuestState;
@@ -82,15 +85,18 @@ impl Host for GuestState {
         namespace: Option<String>,
         name: String,
     ) -> Result<Option<String>, CallError> {
+        let started = Instant::now();
         let args = record::args(
             &self.session,
             || serde_json::json!({"kind": &kind, "namespace": &namespace, "name": &name}),
         );
         if let Some(answer) = record::replayed(&self.session, "cache.get", args.as_ref()) {
+            self.cost.import(Import::CacheGet, started);
             return answer;
         }
         let result = self.live_cache_get(kind, namespace, name).await;
         record::keep(&self.session, "cache.get", args, &result);
+        self.cost.import(Import::CacheGet, started);
         result
     }
 
@@ -100,15 +106,18 @@ impl Host for GuestState {
         namespace: Option<String>,
         label_selector: Option<String>,
     ) -> Result<Vec<String>, CallError> {
+        let started = Instant::now();
         let args = record::args(
             &self.session,
             || serde_json::json!({"kind": &kind, "namespace": &namespace, "label_selector": &label_selector}),
         );
         if let Some(answer) = record::replayed(&self.session, "cache.list", args.as_ref()) {
+            self.cost.import(Import::CacheList, started);
             return answer;
         }
         let result = self.live_cache_list(kind, namespace, label_selector).await;
         record::keep(&self.session, "cache.list", args, &result);
+        self.cost.import(Import::CacheList, started);
         result
     }
 }

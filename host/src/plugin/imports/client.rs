@@ -1,10 +1,12 @@
 //! `client`: API calls checked against the manifest's grants, then handed to the backend.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use super::super::api::{ApiCall, ApiResult, PatchDoc, Target, target_of};
 use super::super::bindings::kube::reconcile::client::{Host, PatchBody};
 use super::super::bindings::{CallError, ObjectRef};
+use super::super::cost::Import;
 use super::super::manifest::Verb;
 use super::super::record;
 use super::super::reference;
@@ -37,6 +39,18 @@ impl GuestState {
             checked?;
             tape::perform(Arc::clone(&plugin.api), tape, call).await
         }
+    }
+
+    /// Awaits `call` (the API backend's answer), counting the wait as `import`'s.
+    async fn wait_api(
+        &mut self,
+        import: Import,
+        call: impl Future<Output = ApiResult> + Send,
+    ) -> ApiResult {
+        let started = Instant::now();
+        let result = call.await;
+        self.cost.api_wait(import, started);
+        result
     }
 
     fn field_manager(&self) -> String {
@@ -83,8 +97,11 @@ impl GuestState {
             field_manager: self.field_manager(),
         };
         stored(
-            self.granted(Verb::Patch, subresource.as_deref(), call)
-                .await,
+            self.wait_api(
+                Import::ClientApply,
+                self.granted(Verb::Patch, subresource.as_deref(), call),
+            )
+            .await,
         )
     }
 
@@ -106,8 +123,11 @@ impl GuestState {
             field_manager: self.field_manager(),
         };
         stored(
-            self.granted(Verb::Patch, subresource.as_deref(), call)
-                .await,
+            self.wait_api(
+                Import::ClientPatch,
+                self.granted(Verb::Patch, subresource.as_deref(), call),
+            )
+            .await,
         )
     }
 
@@ -118,7 +138,10 @@ impl GuestState {
             object,
             field_manager: self.field_manager(),
         };
-        stored(self.granted(Verb::Create, None, call).await)
+        stored(
+            self.wait_api(Import::ClientCreate, self.granted(Verb::Create, None, call))
+                .await,
+        )
     }
 
     async fn live_client_replace(&mut self, object: String) -> Result<String, CallError> {
@@ -128,21 +151,30 @@ impl GuestState {
             object,
             field_manager: self.field_manager(),
         };
-        stored(self.granted(Verb::Update, None, call).await)
+        stored(
+            self.wait_api(
+                Import::ClientReplace,
+                self.granted(Verb::Update, None, call),
+            )
+            .await,
+        )
     }
 
     async fn live_client_delete(&mut self, object: ObjectRef) -> Result<(), CallError> {
         let call = ApiCall::Delete {
             target: target(&object),
         };
-        self.granted(Verb::Delete, None, call).await.map(drop)
+        self.wait_api(Import::ClientDelete, self.granted(Verb::Delete, None, call))
+            .await
+            .map(drop)
     }
 
     async fn live_client_get(&mut self, object: ObjectRef) -> Result<Option<String>, CallError> {
         let call = ApiCall::Get {
             target: target(&object),
         };
-        self.granted(Verb::Get, None, call).await
+        self.wait_api(Import::ClientGet, self.granted(Verb::Get, None, call))
+            .await
     }
 }
 
@@ -153,15 +185,18 @@ impl Host for GuestState {
         force: bool,
         subresource: Option<String>,
     ) -> Result<String, CallError> {
+        let started = Instant::now();
         let args = record::args(
             &self.session,
             || serde_json::json!({"object": &object, "force": &force, "subresource": &subresource}),
         );
         if let Some(answer) = record::replayed(&self.session, "client.apply", args.as_ref()) {
+            self.cost.import(Import::ClientApply, started);
             return answer;
         }
         let result = self.live_client_apply(object, force, subresource).await;
         record::keep(&self.session, "client.apply", args, &result);
+        self.cost.import(Import::ClientApply, started);
         result
     }
 
@@ -171,55 +206,70 @@ impl Host for GuestState {
         body: PatchBody,
         subresource: Option<String>,
     ) -> Result<String, CallError> {
+        let started = Instant::now();
         let args = record::args(
             &self.session,
             || serde_json::json!({"object": &object, "body": &body, "subresource": &subresource}),
         );
         if let Some(answer) = record::replayed(&self.session, "client.patch", args.as_ref()) {
+            self.cost.import(Import::ClientPatch, started);
             return answer;
         }
         let result = self.live_client_patch(object, body, subresource).await;
         record::keep(&self.session, "client.patch", args, &result);
+        self.cost.import(Import::ClientPatch, started);
         result
     }
 
     async fn create(&mut self, object: String) -> Result<String, CallError> {
+        let started = Instant::now();
         let args = record::args(&self.session, || serde_json::json!({"object": &object}));
         if let Some(answer) = record::replayed(&self.session, "client.create", args.as_ref()) {
+            self.cost.import(Import::ClientCreate, started);
             return answer;
         }
         let result = self.live_client_create(object).await;
         record::keep(&self.session, "client.create", args, &result);
+        self.cost.import(Import::ClientCreate, started);
         result
     }
 
     async fn replace(&mut self, object: String) -> Result<String, CallError> {
+        let started = Instant::now();
         let args = record::args(&self.session, || serde_json::json!({"object": &object}));
         if let Some(answer) = record::replayed(&self.session, "client.replace", args.as_ref()) {
+            self.cost.import(Import::ClientReplace, started);
             return answer;
         }
         let result = self.live_client_replace(object).await;
         record::keep(&self.session, "client.replace", args, &result);
+        self.cost.import(Import::ClientReplace, started);
         result
     }
 
     async fn delete(&mut self, object: ObjectRef) -> Result<(), CallError> {
+        let started = Instant::now();
         let args = record::args(&self.session, || serde_json::json!({"object": &object}));
         if let Some(answer) = record::replayed(&self.session, "client.delete", args.as_ref()) {
+            self.cost.import(Import::ClientDelete, started);
             return answer;
         }
         let result = self.live_client_delete(object).await;
         record::keep(&self.session, "client.delete", args, &result);
+        self.cost.import(Import::ClientDelete, started);
         result
     }
 
     async fn get(&mut self, object: ObjectRef) -> Result<Option<String>, CallError> {
+        let started = Instant::now();
         let args = record::args(&self.session, || serde_json::json!({"object": &object}));
         if let Some(answer) = record::replayed(&self.session, "client.get", args.as_ref()) {
+            self.cost.import(Import::ClientGet, started);
             return answer;
         }
         let result = self.live_client_get(object).await;
         record::keep(&self.session, "client.get", args, &result);
+        self.cost.import(Import::ClientGet, started);
         result
     }
 }

@@ -1,10 +1,11 @@
 //! `events`: Kubernetes Events (`events.k8s.io/v1`) about objects, reported by the plugin.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use super::super::api::{ApiCall, Target};
 use super::super::bindings::kube::reconcile::events::{EventType, Host};
 use super::super::bindings::{CallError, ObjectRef};
+use super::super::cost::Import;
 use super::super::manifest::Verb;
 use super::super::record;
 use super::super::reference;
@@ -88,9 +89,10 @@ impl GuestState {
         };
         let call = event_call(&self.plugin.name, &regarding, event_type, &reason, &note);
         let api = std::sync::Arc::clone(&self.plugin.api);
-        super::super::tape::perform(api, self.tape.clone(), call)
-            .await
-            .map(drop)
+        let started = Instant::now();
+        let result = super::super::tape::perform(api, self.tape.clone(), call).await;
+        self.cost.api_wait(Import::EventsRecordEvent, started);
+        result.map(drop)
     }
 }
 
@@ -102,18 +104,21 @@ impl Host for GuestState {
         reason: String,
         note: String,
     ) -> Result<(), CallError> {
+        let started = Instant::now();
         let args = record::args(
             &self.session,
             || serde_json::json!({"regarding": &regarding, "event_type": &event_type, "reason": &reason, "note": &note}),
         );
         if let Some(answer) = record::replayed(&self.session, "events.record-event", args.as_ref())
         {
+            self.cost.import(Import::EventsRecordEvent, started);
             return answer;
         }
         let result = self
             .live_events_record_event(regarding, event_type, reason, note)
             .await;
         record::keep(&self.session, "events.record-event", args, &result);
+        self.cost.import(Import::EventsRecordEvent, started);
         result
     }
 }

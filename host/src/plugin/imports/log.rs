@@ -1,11 +1,15 @@
 //! `log`: guest messages into the host's log, attributed to the plugin (and, through the
 //! reconcile span, to the key), bounded and escaped by the call's [`CallLog`](super::super::guest_log::CallLog).
 
+use std::time::Instant;
+
 use super::super::bindings::kube::reconcile::log::{Host, Level};
+use super::super::cost::Import;
 use super::super::state::GuestState;
 
 impl Host for GuestState {
     async fn log(&mut self, level: Level, message: String) {
+        let started = Instant::now();
         let level = match level {
             Level::Trace => tracing::Level::TRACE,
             Level::Debug => tracing::Level::DEBUG,
@@ -14,5 +18,6 @@ impl Host for GuestState {
             Level::Error => tracing::Level::ERROR,
         };
         self.call_log.lock().message(level, &message);
+        self.cost.import(Import::Log, started);
     }
 }

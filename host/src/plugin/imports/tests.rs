@@ -272,3 +272,66 @@ async fn events_need_no_grant_and_are_reported_by_the_plugin() {
     assert_eq!(object["regarding"]["name"], "web");
     assert_eq!(object["note"].as_str().unwrap().len(), 1024);
 }
+
+/// Answers every call after [`SLOW_API`], as an API server far away would.
+struct SlowApi;
+
+const SLOW_API: std::time::Duration = std::time::Duration::from_millis(60);
+
+impl super::super::api::ApiBackend for SlowApi {
+    fn call(&self, call: ApiCall) -> super::super::api::ApiFuture<'_> {
+        Box::pin(async move {
+            tokio::time::sleep(SLOW_API).await;
+            Ok(Some(format!("{{\"verb\":{:?}}}", call.target().name)))
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_slow_api_server_shows_up_as_api_wait_not_as_guest_or_host_work() {
+    use super::super::cost::Import;
+    use std::time::{Duration, Instant};
+    let manifest = Manifest::parse(MANIFEST, Path::new("/plugins/web")).unwrap();
+    let mut caches = HashMap::new();
+    caches.insert(
+        KindRef::new("apps/v1", "Deployment"),
+        Arc::new(Store::from_objects([config_map("a", "x", "{}")])),
+    );
+    let context = PluginContext::new(Arc::new(manifest), caches, Arc::new(SlowApi));
+    let mut state = GuestState::new(Arc::new(context));
+    state.begin_call();
+    let called = Instant::now();
+    let object = r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":"default"}}"#;
+    client::Host::apply(&mut state, object.into(), true, None)
+        .await
+        .unwrap();
+    cache::Host::get(
+        &mut state,
+        kind("apps/v1", "Deployment"),
+        Some("a".into()),
+        "x".into(),
+    )
+    .await
+    .unwrap()
+    .expect("cached");
+    let wall = called.elapsed();
+    let cost = state.cost.finish(wall, Duration::ZERO);
+    assert!(cost.api_wait >= SLOW_API, "{cost:?}");
+    assert!(
+        cost.guest + cost.host_total() < SLOW_API / 2,
+        "the wait must not count as guest time or host work: {cost:?}"
+    );
+    assert_eq!(cost.guest + cost.host_total() + cost.api_wait, wall);
+    assert_eq!(cost.calls[Import::ClientApply as usize], 1);
+    assert_eq!(cost.calls[Import::CacheGet as usize], 1);
+    assert!(
+        cost.host[Import::CacheGet as usize] > Duration::ZERO,
+        "{cost:?}"
+    );
+    // A new call starts from nothing.
+    state.begin_call();
+    assert_eq!(
+        state.cost.finish(Duration::ZERO, Duration::ZERO),
+        super::super::cost::CallCost::default()
+    );
+}
