@@ -31,6 +31,25 @@ const MEMORY_KEEP_RESIDENT: usize = 2 << 20;
 /// Bytes of each pooled table kept resident between instances.
 const TABLE_KEEP_RESIDENT: usize = 64 << 10;
 
+/// Unused pool slots (memories, tables) kept warm per CPU: a slot freed by one call keeps its
+/// module's image and up to [`MEMORY_KEEP_RESIDENT`] of touched pages, so the next call of the
+/// same module resets it in place. wasmtime's default keeps 100 whatever the plugins do, which
+/// holds one resident slot per idle plugin (about 1 MiB for a JavaScript guest). Tied to the
+/// CPUs instead, the kept memory follows the calls that can run at once, not the number of plugins
+/// loaded; the least recently used warm slot is the one reused for another module.
+const WARM_SLOTS_PER_CPU: u32 = 4;
+
+/// The most unused slots of each kind the pool keeps warm: [`WARM_SLOTS_PER_CPU`] per CPU, at
+/// least 8.
+#[must_use]
+pub fn max_unused_warm_slots() -> u32 {
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    u32::try_from(cpus)
+        .unwrap_or(u32::MAX)
+        .saturating_mul(WARM_SLOTS_PER_CPU)
+        .max(8)
+}
+
 /// WASI interface families the host does not implement: plugins have no network (API calls go
 /// through the `client` import). Language runtimes import them whether or not the code uses
 /// them, so a component importing them still loads: each of their functions is a stub that
@@ -289,6 +308,7 @@ fn config(pooling: bool) -> Config {
             .total_stacks(POOL_INSTANCES)
             .linear_memory_keep_resident(MEMORY_KEEP_RESIDENT)
             .table_keep_resident(TABLE_KEEP_RESIDENT)
+            .max_unused_warm_slots(max_unused_warm_slots())
             // PAGEMAP_SCAN (Linux ≥ 6.7) resets only the pages a guest touched; off elsewhere.
             .pagemap_scan(Enabled::Auto);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
@@ -316,6 +336,60 @@ fn start_ticker(engine: &Engine) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A component whose start function writes one byte on each of the first 16 pages (64 KiB)
+    /// of its memory; `k` makes each one a different module.
+    fn touching_component(k: usize) -> String {
+        format!(
+            r#"(component
+                 (core module $m
+                   (memory 2)
+                   (global i32 (i32.const {k}))
+                   (func $touch (local $i i32)
+                     (loop $l
+                       (i32.store8 (local.get $i) (i32.const 1))
+                       (local.set $i (i32.add (local.get $i) (i32.const 4096)))
+                       (br_if $l (i32.lt_u (local.get $i) (i32.const 65536)))))
+                   (start $touch))
+                 (core instance (instantiate (module $m))))"#
+        )
+    }
+
+    #[test]
+    fn idle_modules_keep_no_more_warm_slots_than_the_cpus_can_use() {
+        // One instance of each of many modules, one after the other, as plugins that reconciled
+        // once and went idle. What the pool keeps resident for them must follow the CPUs, not
+        // the number of modules (wasmtime's default would keep 100 warm slots, one per module).
+        let engine = Engine::new(&config(true)).expect("a pooling engine");
+        let Some(metrics) = engine.pooling_allocator_metrics() else {
+            panic!("the engine uses the pooling allocator");
+        };
+        let linker = Linker::<()>::new(&engine);
+        let modules = usize::try_from(max_unused_warm_slots()).expect("fits") + 40;
+        // Kept alive, as loaded plugins are: dropping a module clears the slots it warmed.
+        let mut loaded = Vec::new();
+        for k in 0..modules {
+            let component = Component::new(&engine, touching_component(k)).expect("compiles");
+            loaded.push(component.clone());
+            let mut store = wasmtime::Store::new(&engine, ());
+            store.set_epoch_deadline(u64::MAX / 2);
+            let instance = linker.instantiate(&mut store, &component);
+            instance.expect("instantiates");
+        }
+        let warm = metrics.unused_warm_memories();
+        assert!(
+            warm <= max_unused_warm_slots(),
+            "{warm} warm memory slots kept after {modules} idle modules; at most {} expected",
+            max_unused_warm_slots()
+        );
+        let resident = metrics.unused_memory_bytes_resident();
+        let bound = usize::try_from(max_unused_warm_slots()).expect("fits") * (64 << 10);
+        assert!(
+            resident <= bound,
+            "{resident} bytes resident in unused memory slots; at most {bound} expected"
+        );
+        assert!(resident > 0, "the warm slots keep their touched pages resident");
+    }
 
     #[test]
     fn a_relative_module_cache_is_taken_from_the_working_directory() {
