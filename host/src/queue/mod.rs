@@ -22,6 +22,7 @@ mod delaying;
 mod key;
 mod limiter;
 mod metrics;
+mod precise;
 mod rate_limiting;
 mod state;
 
