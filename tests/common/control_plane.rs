@@ -128,6 +128,11 @@ impl ControlPlane {
         panic!("the control plane did not start in {ATTEMPTS} attempts (ports taken?): {last}");
     }
 
+    /// The process ids of kube-apiserver and etcd, in that order (to read their CPU time).
+    pub fn pids(&self) -> (u32, u32) {
+        (self.apiserver.id(), self.etcd.id())
+    }
+
     /// Sends `signal` (`STOP`, `CONT`) to kube-apiserver: stopped, it accepts connections and
     /// answers nothing, as a server out of reach.
     pub fn signal_apiserver(&self, signal: &str) {
