@@ -272,6 +272,11 @@ impl Host {
         Some((code, body.to_owned()))
     }
 
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The process's CPU time so far (user and system), from `/proc`.
     pub fn cpu_time(&self) -> std::time::Duration {
         let stat =

@@ -388,7 +388,10 @@ mod tests {
             resident <= bound,
             "{resident} bytes resident in unused memory slots; at most {bound} expected"
         );
-        assert!(resident > 0, "the warm slots keep their touched pages resident");
+        assert!(
+            resident > 0,
+            "the warm slots keep their touched pages resident"
+        );
     }
 
     #[test]
