@@ -123,37 +123,15 @@ impl RecordingConfig {
 /// What [`HostConfig::plugin_objects_dir`] names a process's directory: this, then its pid.
 const PLUGIN_OBJECTS_PREFIX: &str = "reconcile-host-plugin-objects-";
 
-/// The plugin-objects directories under `parent` that host processes left behind when they were
-/// killed before they could remove them: named for a process that no longer runs, and owned by
-/// this process's user. Empty where `/proc` cannot tell which processes run.
-#[must_use]
-pub fn abandoned_plugin_objects_dirs(parent: &Path) -> Vec<PathBuf> {
-    use std::os::unix::fs::MetadataExt as _;
-    let Ok(me) = std::fs::metadata("/proc/self") else {
-        return Vec::new();
-    };
-    let Ok(entries) = std::fs::read_dir(parent) else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(Result::ok)
-        .filter(|entry| {
-            let name = entry.file_name();
-            let Some(pid) = name
-                .to_str()
-                .and_then(|name| name.strip_prefix(PLUGIN_OBJECTS_PREFIX))
-                .and_then(|pid| pid.parse::<u32>().ok())
-            else {
-                return false;
-            };
-            pid != std::process::id()
-                && !Path::new("/proc").join(pid.to_string()).exists()
-                && entry
-                    .metadata()
-                    .is_ok_and(|meta| meta.is_dir() && meta.uid() == me.uid())
-        })
-        .map(|entry| entry.path())
-        .collect()
+/// Removes the plugin-objects directories under `parent` that this user's host processes left
+/// when they were killed before they could remove them.
+pub fn remove_abandoned_plugin_objects_dirs(parent: &Path) {
+    crate::leftovers::remove(
+        parent,
+        PLUGIN_OBJECTS_PREFIX,
+        crate::leftovers::Kind::Dir,
+        "the plugin-objects directory",
+    );
 }
 
 impl HostConfig {
@@ -512,25 +490,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_directories_of_processes_that_are_gone_are_abandoned() {
+    fn abandoned_plugin_objects_directories_are_removed_and_live_ones_kept() {
         let parent = tempfile::tempdir().expect("temporary directory");
-        // A pid above any kernel's pid_max never runs; pid 1 always does.
-        let gone = format!("{PLUGIN_OBJECTS_PREFIX}4294967290");
-        for name in [
-            gone.clone(),
-            format!("{PLUGIN_OBJECTS_PREFIX}1"),
-            format!("{PLUGIN_OBJECTS_PREFIX}{}", std::process::id()),
-            format!("{PLUGIN_OBJECTS_PREFIX}not-a-pid"),
-            "something-else-4294967290".to_owned(),
-        ] {
-            std::fs::create_dir(parent.path().join(name)).expect("a directory");
+        // A pid above any kernel's pid_max never runs.
+        let gone = parent.path().join(format!("{PLUGIN_OBJECTS_PREFIX}4294967290"));
+        let mine = parent
+            .path()
+            .join(format!("{PLUGIN_OBJECTS_PREFIX}{}", std::process::id()));
+        for dir in [&gone, &mine] {
+            std::fs::create_dir(dir).expect("a directory");
         }
-        std::fs::write(parent.path().join(format!("{PLUGIN_OBJECTS_PREFIX}4294967291")), "")
-            .expect("a file");
-        assert_eq!(
-            abandoned_plugin_objects_dirs(parent.path()),
-            vec![parent.path().join(gone)]
-        );
+        remove_abandoned_plugin_objects_dirs(parent.path());
+        assert!(!gone.exists());
+        assert!(mine.exists());
     }
 
     #[test]

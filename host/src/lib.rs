@@ -12,6 +12,7 @@ pub mod election;
 pub mod exit;
 pub mod file_changes;
 pub mod informer;
+pub mod leftovers;
 pub mod plugin;
 pub mod queue;
 pub mod rbac;

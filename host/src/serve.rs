@@ -158,19 +158,7 @@ async fn host(
         gate.set_not_ready("loading the plugins");
     }
     if config.plugin_objects {
-        for dir in crate::config::abandoned_plugin_objects_dirs(&std::env::temp_dir()) {
-            match std::fs::remove_dir_all(&dir) {
-                Ok(()) => tracing::info!(
-                    dir = %dir.display(),
-                    "removed the plugin-objects directory of a host process that is gone"
-                ),
-                Err(error) => tracing::warn!(
-                    dir = %dir.display(),
-                    %error,
-                    "cannot remove the plugin-objects directory of a host process that is gone"
-                ),
-            }
-        }
+        crate::config::remove_abandoned_plugin_objects_dirs(&std::env::temp_dir());
     }
     let objects = match config.plugin_objects.then(|| {
         PluginObjects::new(

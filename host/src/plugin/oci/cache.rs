@@ -76,6 +76,12 @@ impl ModuleStore {
     /// When the directory cannot be created or the file opened.
     pub fn temp_file(&self) -> std::io::Result<(PathBuf, std::fs::File)> {
         std::fs::create_dir_all(&self.dir)?;
+        crate::leftovers::remove(
+            &self.dir,
+            PARTIAL_PREFIX,
+            crate::leftovers::Kind::File,
+            "a partial download",
+        );
         temp_in(&self.dir)
     }
 }
@@ -85,10 +91,14 @@ pub(super) fn hex_encode(bytes: impl AsRef<[u8]>) -> String {
     bytes.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Temporary files are named `.partial-<pid>-<random>-<attempt>`: the pid tells a later process
+/// which ones a killed process left.
+const PARTIAL_PREFIX: &str = ".partial-";
+
 fn temp_in(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
     for attempt in 0..16u32 {
         let name = format!(
-            ".partial-{}-{}-{attempt}",
+            "{PARTIAL_PREFIX}{}-{}-{attempt}",
             std::process::id(),
             rand::random::<u64>()
         );
@@ -124,6 +134,20 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_download_removes_the_partial_files_of_processes_that_are_gone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = ModuleStore::new(tmp.path().to_owned());
+        // A pid above any kernel's pid_max never runs.
+        let gone = tmp.path().join(format!("{PARTIAL_PREFIX}4294967290-17-0"));
+        std::fs::write(&gone, b"half a module").unwrap();
+        let (mine, _file) = store.temp_file().unwrap();
+        assert!(!gone.exists());
+        assert!(mine.exists());
+        let (other, _file) = store.temp_file().unwrap();
+        assert!(mine.exists() && other.exists(), "this process's own are kept");
+    }
 
     #[test]
     fn a_corrupt_cached_module_is_not_used_and_is_removed() {
