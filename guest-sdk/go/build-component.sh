@@ -11,7 +11,8 @@
 # 2. wit-bindgen-cli 0.63.0 (the version of the Rust guest SDK's wit-bindgen), built by
 #    `cargo install` into <repo>/.toolchains/go/wit-bindgen-0.63.0/ (Go generator only), with
 #    its Go runtime package go.bytecodealliance.org/pkg taken from the crate's own sources (the
-#    Go module proxy does not serve the version it names).
+#    Go module proxy does not serve the version it names), with component/cabi-realloc-keep.patch
+#    applied (cabi_realloc keeps its blocks alive without runtime.Pinner).
 # 3. wit-c (tools/wit-c, the C guests' tool): wasmtime 48.0.8's preview1 reactor adapter.
 # 4. `wit-bindgen go` generates the bindings of wit/ (a `main` package, module wit_component);
 #    guest-sdk/go/component/glue.go joins them to the SDK and the reconciler's package; a
@@ -69,7 +70,10 @@ if [ ! -x "$wit_bindgen" ]; then
   "${CARGO:-cargo}" install --quiet --locked wit-bindgen-cli --version "=$WIT_BINDGEN_VERSION" \
     --no-default-features --features go --root "$bindgen_root"
 fi
-runtime=$bindgen_root/pkg
+# With the SDK's patch applied (component/cabi-realloc-keep.patch); the directory is named by the
+# patch's digest, so a changed patch makes a new copy.
+runtime_patch=$sdk/component/cabi-realloc-keep.patch
+runtime=$bindgen_root/pkg-$(sha256sum "$runtime_patch" | cut -c1-12)
 if [ ! -f "$runtime/go.mod" ]; then
   crate=$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"wit-bindgen-go-$WIT_BINDGEN_VERSION" \
     2>/dev/null | head -n1)
@@ -82,6 +86,7 @@ if [ ! -f "$runtime/go.mod" ]; then
   cp -r "$crate/src/pkg/wit" "$crate/src/pkg/go.mod" "$crate/src/pkg/LICENSE" "$runtime.tmp/"
   # It declares a newer `go` line than it needs; it builds with the pinned Go.
   sed -i "s/^go .*/go ${GO_VERSION%.*}/" "$runtime.tmp/go.mod"
+  patch --quiet -d "$runtime.tmp" -p1 < "$runtime_patch"
   mv "$runtime.tmp" "$runtime"
 fi
 

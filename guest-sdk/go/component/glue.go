@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"unsafe"
 
 	witTypes "go.bytecodealliance.org/pkg/wit/types"
 
@@ -79,7 +80,10 @@ func Reconcile(request kube_reconcile_types.Request) witTypes.Result[kube_reconc
 		Requeues: request.Requeues,
 	}
 	if request.Object.IsSome() {
-		req.Object = []byte(request.Object.Some())
+		// The object's text is a block the host wrote through cabi_realloc for this call alone:
+		// the reconciler gets it as it is, not a copy (nothing else reads or keeps it).
+		object := request.Object.Some()
+		req.Object = unsafe.Slice(unsafe.StringData(object), len(object))
 	}
 	reconciler := guest.Registered()
 	if reconciler == nil {
