@@ -23,7 +23,7 @@
 //!    total VmRSS and total PSS (shared pages of the one binary counted once).
 //!
 //! `cargo bench -p end-to-end --bench density` (DENSITY_N=1,10 to pick the Ns; DENSITY_LANGS=rust
-//! to pick the guests: rust, js).
+//! to pick the guests: rust, js; DENSITY_PEERS=off to run the host only).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -588,7 +588,8 @@ async fn main() {
             });
         }
     }
-    for &n in &ns {
+    let peers = !matches!(std::env::var("DENSITY_PEERS").as_deref(), Ok("off"));
+    for &n in ns.iter().filter(|_| peers) {
         for (name, binary) in [
             ("kube-runtime", &kube_controller),
             ("controller-runtime", &go),
