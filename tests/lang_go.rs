@@ -265,8 +265,8 @@ async fn a_go_panic_is_a_reconcile_error_with_its_message_not_a_trap() {
 /// wall clock, an import the component model forbids there, and the instance trapped. The SDK
 /// turns automatic collection off and collects inside the export instead (docs/guests/go.md,
 /// the traps). Large objects make the heap cross the collector's goal within a few calls; 100
-/// objects of 256 KiB, each copied three times (lifted, `[]byte`, decoded), allocate more than the
-/// 64 MiB memory limit, so the SDK's own collections must run too.
+/// objects of 256 KiB, each held three times (lifted, the guest's clone, decoded), allocate more
+/// than the 64 MiB memory limit, so the SDK's own collections must run too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reused_go_instance_reconciles_many_large_objects_without_a_trap() {
     const OBJECTS: usize = 100;

@@ -86,7 +86,9 @@ if [ ! -f "$runtime/go.mod" ]; then
   cp -r "$crate/src/pkg/wit" "$crate/src/pkg/go.mod" "$crate/src/pkg/LICENSE" "$runtime.tmp/"
   # It declares a newer `go` line than it needs; it builds with the pinned Go.
   sed -i "s/^go .*/go ${GO_VERSION%.*}/" "$runtime.tmp/go.mod"
-  patch --quiet -d "$runtime.tmp" -p1 < "$runtime_patch"
+  # git apply, not patch(1): git is on every machine that has this clone. The ceiling keeps it
+  # from treating the copy as part of the repository.
+  (cd "$runtime.tmp" && GIT_CEILING_DIRECTORIES="$(dirname "$runtime.tmp")" git apply -p1 "$runtime_patch")
   mv "$runtime.tmp" "$runtime"
 fi
 
