@@ -493,7 +493,9 @@ mod tests {
     fn abandoned_plugin_objects_directories_are_removed_and_live_ones_kept() {
         let parent = tempfile::tempdir().expect("temporary directory");
         // A pid above any kernel's pid_max never runs.
-        let gone = parent.path().join(format!("{PLUGIN_OBJECTS_PREFIX}4294967290"));
+        let gone = parent
+            .path()
+            .join(format!("{PLUGIN_OBJECTS_PREFIX}4294967290"));
         let mine = parent
             .path()
             .join(format!("{PLUGIN_OBJECTS_PREFIX}{}", std::process::id()));

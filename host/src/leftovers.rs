@@ -59,8 +59,12 @@ pub fn remove(parent: &Path, prefix: &str, kind: Kind, what: &str) {
             Kind::File => std::fs::remove_file(&path),
         };
         match removed {
-            Ok(()) => tracing::info!(path = %path.display(), "removed {what} of a host process that is gone"),
-            Err(error) => tracing::warn!(path = %path.display(), %error, "cannot remove {what} of a host process that is gone"),
+            Ok(()) => {
+                tracing::info!(path = %path.display(), "removed {what} of a host process that is gone")
+            }
+            Err(error) => {
+                tracing::warn!(path = %path.display(), %error, "cannot remove {what} of a host process that is gone")
+            }
         }
     }
 }
@@ -92,7 +96,10 @@ mod tests {
         );
         let mut files = abandoned(parent.path(), "left-", Kind::File);
         files.sort();
-        assert_eq!(files, vec![at("left-4294967291-7-0"), at("left-4294967292")]);
+        assert_eq!(
+            files,
+            vec![at("left-4294967291-7-0"), at("left-4294967292")]
+        );
         remove(parent.path(), "left-", Kind::File, "a file");
         assert!(!at("left-4294967291-7-0").exists() && !at("left-4294967292").exists());
         assert!(at("left-4294967290").exists(), "directories untouched");

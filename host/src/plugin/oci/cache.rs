@@ -146,7 +146,10 @@ mod tests {
         assert!(!gone.exists());
         assert!(mine.exists());
         let (other, _file) = store.temp_file().unwrap();
-        assert!(mine.exists() && other.exists(), "this process's own are kept");
+        assert!(
+            mine.exists() && other.exists(),
+            "this process's own are kept"
+        );
     }
 
     #[test]
