@@ -99,6 +99,7 @@ struct Sample {
     host_cpu: Duration,
     server_cpu: Duration,
     reconciles: f64,
+    errors: f64,
     depth: f64,
     guest: f64,
     instantiate: f64,
@@ -137,6 +138,9 @@ impl Sample {
             host_cpu: host.cpu_time(),
             server_cpu: server_pids.iter().map(|pid| cpu_of(pid)).sum(),
             reconciles,
+            errors: get(&format!(
+                "controller_runtime_reconcile_total{{controller=\"{PLUGIN}\",result=\"error\"}}"
+            )),
             depth: get(&format!("workqueue_depth{{name=\"{PLUGIN}\"}}")),
             guest: get(&format!(
                 "reconcile_host_plugin_guest_seconds_total{{{plugin}}}"
@@ -345,8 +349,9 @@ async fn main() {
     let total = guest + instantiate + import + api_wait;
     let tag = format!("website_cost backend={backend_label} websites={count}");
     println!(
-        "  converged: {} statuses, {} Deployments, {} Services; {} reconciles in all",
-        verified.0, verified.1, verified.2, last.reconciles
+        "  converged: {} statuses, {} Deployments, {} Services; {} reconciles in all, {} of them \
+         failed",
+        verified.0, verified.1, verified.2, last.reconciles, last.errors
     );
     println!(
         "RESULT {tag}: {reconciles:.0} reconciles in {seconds:.2} s = {:.0} reconciles/s ({:.2} per \

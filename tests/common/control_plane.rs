@@ -375,7 +375,7 @@ fn start_apiserver(
                 "--service-account-signing-key-file={}",
                 dir.join("sa.key").display()
             ))
-            .arg("--service-cluster-ip-range=10.0.0.0/24"),
+            .arg("--service-cluster-ip-range=10.0.0.0/16"),
         &log,
     );
     watchdog.watch(child.id());
