@@ -179,7 +179,10 @@ pub struct CallSession {
     pub fresh: bool,
     /// After the call: the insecure seed of the instance it ran on.
     pub seed: u128,
-    /// After the call: where its time went.
+    /// Whether the caller wants [`cost`](Self::cost): without metrics nobody reads it, and a
+    /// reused instance's call is then spared its clock reads and arithmetic.
+    pub metered: bool,
+    /// After the call, when `metered`: where its time went.
     pub cost: CallCost,
 }
 
@@ -217,14 +220,16 @@ pub(crate) async fn reconcile(
     warm.store.data_mut().tape = tape;
     warm.store.data_mut().begin_call();
     warm.store.set_epoch_deadline(1);
-    let called = Instant::now();
+    let called = session.metered.then(Instant::now);
     let call = warm.reconcile.call_async(&mut warm.store, (request,));
     let outcome = tokio::time::timeout_at((deadline + DEADLINE_GRACE).into(), call).await;
-    session.cost = warm
-        .store
-        .data()
-        .cost
-        .finish(called.elapsed(), instantiated);
+    if let Some(called) = called {
+        session.cost = warm
+            .store
+            .data()
+            .cost
+            .finish(called.elapsed(), instantiated);
+    }
     warm.store.data().flush_stdio();
     warm.store.data_mut().tape = None;
     session.session = warm.store.data().session.lock().take();

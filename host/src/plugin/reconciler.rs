@@ -303,6 +303,7 @@ impl Plugin {
             .is_some_and(|r| r.take_request_for(request.target.namespace, request.target.name));
         let mut session = invoke::CallSession {
             session: recordings.map(|r| Session::Record(Recording::new(r.redact()))),
+            metered: self.costs.is_some(),
             ..invoke::CallSession::default()
         };
         let started_at = std::time::SystemTime::now();
