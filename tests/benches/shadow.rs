@@ -18,7 +18,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::host::{HOST_BINARY, Host, component, free_port, manifest, module_cache, scratch};
+use common::host::{Host, component, manifest, scratch};
 use embedded_apiserver::{ApiServer, Config};
 use serde_json::json;
 
@@ -121,24 +121,7 @@ async fn main() {
         );
         let kubeconfig = dir.join("kubeconfig");
         server.write_kubeconfig(&kubeconfig).expect("kubeconfig");
-        // Budgets high enough that the CPU, not a rate limit, bounds the work; info logs.
-        let mut command = std::process::Command::new(HOST_BINARY);
-        command
-            .arg("run")
-            .args(["--metrics-address", &format!("127.0.0.1:{}", free_port())])
-            .args(["--qps", "100000", "--burst", "100000"])
-            .args(["--plugin-qps", "100000", "--plugin-burst", "100000"])
-            .arg("--module-cache")
-            .arg(module_cache())
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(["--leader-elect", "false"])
-            .arg("--plugin")
-            .arg(&plugin)
-            .env("RUST_LOG", "info")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped());
-        let host = Host::spawn(command);
+        let host = Host::spawn(Host::bench_command(&kubeconfig, &plugin));
         host.wait_metric(RECONCILED, count as f64).await;
         tokio::time::sleep(Duration::from_secs(5)).await;
         let w = window(&server, &host).await;

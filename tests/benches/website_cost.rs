@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use common::backend::Backend;
-use common::host::{HOST_BINARY, Host, component, free_port, manifest, module_cache, scratch};
+use common::host::{Host, component, manifest, scratch};
 use common::website::{crd, sample_website, websites};
 use embedded_apiserver::Config;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -257,25 +257,7 @@ async fn main() {
     backend
         .write_kubeconfig(&kubeconfig)
         .expect("kubeconfig written");
-    // Budgets high enough that the CPU, not a rate limit, bounds the work; info logs.
-    let mut command = std::process::Command::new(HOST_BINARY);
-    command
-        .arg("run")
-        .args(["--metrics-address", &format!("127.0.0.1:{}", free_port())])
-        .args(["--qps", "100000", "--burst", "100000"])
-        .args(["--plugin-qps", "100000", "--plugin-burst", "100000"])
-        .arg("--module-cache")
-        .arg(module_cache())
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .args(["--leader-elect", "false"])
-        .arg("--plugin")
-        .arg(&plugin)
-        .env("RUST_LOG", "info")
-        .env_remove("RUST_BACKTRACE")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped());
-    let mut host = Host::spawn(command);
+    let mut host = Host::spawn(Host::bench_command(&kubeconfig, &plugin));
 
     let deadline = Instant::now() + converge_wait(count);
     let mut first: Option<Sample> = None;

@@ -213,6 +213,29 @@ impl Host {
         command
     }
 
+    /// `reconcile-host run` for a benchmark: `plugin` only, no election, client limits high
+    /// enough that the CPU, not a rate limit, bounds the work, info logs.
+    pub fn bench_command(kubeconfig: &Path, plugin: &Path) -> Command {
+        let mut command = Command::new(HOST_BINARY);
+        command
+            .arg("run")
+            .args(["--metrics-address", &format!("127.0.0.1:{}", free_port())])
+            .args(["--qps", "100000", "--burst", "100000"])
+            .args(["--plugin-qps", "100000", "--plugin-burst", "100000"])
+            .arg("--module-cache")
+            .arg(module_cache())
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["--leader-elect", "false"])
+            .arg("--plugin")
+            .arg(plugin)
+            .env("RUST_LOG", "info")
+            .env_remove("RUST_BACKTRACE")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        command
+    }
+
     /// Spawns `command` (from [`command`](Self::command), with more arguments), collecting its
     /// log.
     pub fn spawn(mut command: Command) -> Self {
