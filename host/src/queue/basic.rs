@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
@@ -14,7 +15,18 @@ use super::state::{Added, Finished, State};
 
 struct Inner<K> {
     state: Mutex<State<K>>,
-    /// Wakes parked getters (one per add, all on shutdown).
+    /// Adds that found `state` locked, in call order, with when they happened (metrics on):
+    /// whoever takes the lock next applies them before anything else, so an add never waits for
+    /// the lock and a producer never queues behind its own workers.
+    intake: Mutex<Vec<(K, Option<Instant>)>>,
+    /// True while `intake` may hold adds; set and cleared under the intake's lock.
+    intake_pending: Padded<AtomicBool>,
+    /// Set (under the state lock) when the queue shuts down: later adds go nowhere.
+    closed: AtomicBool,
+    /// Getters parked in `Queue::get` (counted before their last look at the queue); adds only
+    /// notify when this is non-zero.
+    parked: Padded<AtomicUsize>,
+    /// Wakes parked getters (one per queued key, all on shutdown).
     ready: Notify,
     /// Wakes `shut_down_with_drain` when the processing set empties.
     drained: Notify,
@@ -64,9 +76,151 @@ impl<K: Key> Default for Queue<K> {
     }
 }
 
+/// A value on cache lines of its own, so that writing it does not slow down readers of its
+/// neighbours (the lock, above all).
+#[repr(align(128))]
+struct Padded<T>(T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// What applying adds did: keys newly queued, and keys marked dirty while processing.
+#[derive(Clone, Copy, Default)]
+struct Applied {
+    queued: usize,
+    dirtied: usize,
+}
+
+impl Applied {
+    fn add(&mut self, added: Added) {
+        match added {
+            Added::Queued => self.queued += 1,
+            Added::Dirtied => self.dirtied += 1,
+            Added::Merged => {}
+        }
+    }
+}
+
+/// The locked state with every pending intake applied. On release it reports what was applied
+/// to the metrics hook and wakes a parked getter per newly queued key still queued, both outside
+/// the lock.
+struct Locked<'a, K: Key> {
+    inner: &'a Inner<K>,
+    guard: Option<MutexGuard<'a, State<K>>>,
+    applied: Applied,
+}
+
+impl<K: Key> Locked<'_, K> {
+    /// Applies `keys` as adds that happened at `at`.
+    fn apply(&mut self, keys: impl IntoIterator<Item = (K, Option<Instant>)>) {
+        let state = self.guard.as_mut().expect("held until drop");
+        if state.shutting_down {
+            return;
+        }
+        for (key, at) in keys {
+            self.applied.add(state.add(key, at));
+        }
+    }
+}
+
+impl<K: Key> std::ops::Deref for Locked<'_, K> {
+    type Target = State<K>;
+    fn deref(&self) -> &State<K> {
+        self.guard.as_ref().expect("held until drop")
+    }
+}
+
+impl<K: Key> std::ops::DerefMut for Locked<'_, K> {
+    fn deref_mut(&mut self) -> &mut State<K> {
+        self.guard.as_mut().expect("held until drop")
+    }
+}
+
+impl<K: Key> Drop for Locked<'_, K> {
+    #[inline]
+    fn drop(&mut self) {
+        let Applied { queued, dirtied } = self.applied;
+        if queued + dirtied == 0 {
+            return; // the guard unlocks as the fields drop
+        }
+        // Keys queued earlier had a getter woken when they were queued.
+        let unclaimed = queued.min(self.guard.as_ref().map_or(0, |guard| guard.len()));
+        drop(self.guard.take());
+        self.inner.report(self.applied);
+        self.inner.wake(unclaimed);
+    }
+}
+
 impl<K: Key> Inner<K> {
-    fn lock(&self) -> MutexGuard<'_, State<K>> {
-        self.state.lock()
+    /// The state, waiting for its lock.
+    fn lock(&self) -> Locked<'_, K> {
+        self.locked(self.state.lock())
+    }
+
+    #[inline]
+    fn locked<'a>(&'a self, guard: MutexGuard<'a, State<K>>) -> Locked<'a, K> {
+        let mut locked = Locked {
+            inner: self,
+            guard: Some(guard),
+            applied: Applied::default(),
+        };
+        // Pairs with the store in `Inner::push_intake` (see `Queue::get`).
+        if self.intake_pending.load(Ordering::SeqCst) {
+            self.apply_intake(&mut locked);
+        }
+        locked
+    }
+
+    #[inline(never)]
+    fn apply_intake(&self, locked: &mut Locked<'_, K>) {
+        let adds = {
+            let mut intake = self.intake.lock();
+            self.intake_pending.store(false, Ordering::SeqCst);
+            std::mem::take(&mut *intake)
+        };
+        locked.apply(adds);
+    }
+
+    /// Leaves `keys` to the next holder of the state's lock.
+    #[inline(never)]
+    fn push_intake(&self, keys: impl IntoIterator<Item = K>, now: Option<Instant>) {
+        let first = {
+            let mut intake = self.intake.lock();
+            let first = intake.is_empty();
+            intake.extend(keys.into_iter().map(|key| (key, now)));
+            self.intake_pending.store(true, Ordering::SeqCst);
+            first
+        };
+        // Whether a key is new is known only once applied: wake one getter to apply the intake,
+        // which then wakes others for what it queued. Adds to an intake that already waits are
+        // applied by whoever applies the first.
+        if first {
+            self.wake(1);
+        }
+    }
+
+    /// Reports applied adds to the metrics hook.
+    fn report(&self, Applied { queued, dirtied }: Applied) {
+        if let Some(m) = self.metrics.as_ref().filter(|_| queued + dirtied > 0) {
+            for _ in 0..queued + dirtied {
+                m.add();
+            }
+            m.depth(i64::try_from(queued + dirtied).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// Wakes up to `n` parked getters.
+    fn wake(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        for _ in 0..n.min(self.parked.load(Ordering::SeqCst)) {
+            self.ready.notify_one();
+        }
     }
 
     fn now(&self) -> Option<Instant> {
@@ -91,6 +245,10 @@ impl<K: Key> Queue<K> {
         Self {
             inner: Arc::new(Inner {
                 state: Mutex::new(State::new()),
+                intake: Mutex::new(Vec::new()),
+                intake_pending: Padded(AtomicBool::new(false)),
+                closed: AtomicBool::new(false),
+                parked: Padded(AtomicUsize::new(0)),
                 ready: Notify::new(),
                 drained: Notify::new(),
                 shutdown: CancellationToken::new(),
@@ -106,32 +264,35 @@ impl<K: Key> Queue<K> {
     }
 
     /// [`add`](Queue::add) for each key in order, under one lock.
+    ///
+    /// When another thread holds the lock (a worker taking or finishing a key), the keys go to
+    /// the intake instead, which the next holder of the lock applies first: the order of adds
+    /// is kept, and the producer goes on at once.
     pub(super) fn add_all(&self, keys: impl IntoIterator<Item = K>) {
         let inner = &*self.inner;
-        let mut state = inner.lock();
+        let now = inner.now();
+        let Some(mut state) = inner.state.try_lock() else {
+            if !inner.closed.load(Ordering::Acquire) {
+                inner.push_intake(keys, now);
+            }
+            return;
+        };
+        if inner.intake_pending.load(Ordering::SeqCst) {
+            let mut state = inner.locked(state);
+            state.apply(keys.into_iter().map(|key| (key, now)));
+            return;
+        }
         if state.shutting_down {
             return;
         }
-        let now = inner.now();
-        let (mut queued, mut dirtied) = (0_usize, 0_usize);
+        let mut applied = Applied::default();
         for key in keys {
-            match state.add(key, now) {
-                Added::Queued => queued += 1,
-                Added::Dirtied => dirtied += 1,
-                Added::Merged => {}
-            }
+            applied.add(state.add(key, now));
         }
-        let wakes = queued.min(state.parked);
+        let unclaimed = applied.queued.min(state.len());
         drop(state);
-        if let Some(m) = inner.metrics.as_ref().filter(|_| queued + dirtied > 0) {
-            for _ in 0..queued + dirtied {
-                m.add();
-            }
-            m.depth(i64::try_from(queued + dirtied).unwrap_or(i64::MAX));
-        }
-        for _ in 0..wakes {
-            inner.ready.notify_one();
-        }
+        inner.report(applied);
+        inner.wake(unclaimed);
     }
 
     /// Waits for a key and hands it to the caller, who must call [`done`](Queue::done) with it
@@ -143,33 +304,40 @@ impl<K: Key> Queue<K> {
             return taken;
         }
         // Under a steady stream of adds the next key usually arrives while this task lets the
-        // others on its thread run once; taking it then spares the producer a wake-up and this
-        // worker's thread a park and an unpark (`benches/peers` workload B).
-        tokio::task::yield_now().await;
-        if let Some(taken) = self.try_get() {
-            return taken;
+        // others on its thread run a few times; taking it then spares the producer a wake-up and
+        // this worker's thread a park and an unpark (`benches/peers` workloads B and C).
+        for _ in 0..3 {
+            tokio::task::yield_now().await;
+            if let Some(taken) = self.try_get() {
+                return taken;
+            }
         }
         let inner = &*self.inner;
         loop {
             let notified = inner.ready.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            {
-                let mut state = inner.lock();
-                if let Some(taken) = self.take_locked(&mut state) {
-                    return taken;
-                }
-                state.parked += 1;
+            // Counted before the last look (which reads `intake_pending`): an add either sees
+            // this getter parked and notifies it, or is seen by that look.
+            inner.parked.fetch_add(1, Ordering::SeqCst);
+            let unpark = Unpark(inner);
+            if let Some(taken) = self.try_get() {
+                return taken;
             }
-            let _unpark = Unpark(inner);
             notified.await;
+            drop(unpark);
         }
     }
 
     /// [`get`](Queue::get) without waiting: `None` when nothing is queued and the queue is still
     /// running, `Some(None)` once it is shut down and empty, `Some(Some(key))` otherwise.
     pub fn try_get(&self) -> Option<Option<K>> {
-        let mut state = self.inner.lock();
+        let inner = &*self.inner;
+        let mut state = inner.state.lock();
+        if inner.intake_pending.load(Ordering::SeqCst) {
+            let mut state = inner.locked(state);
+            return self.take_locked(&mut state);
+        }
         self.take_locked(&mut state)
     }
 
@@ -192,19 +360,19 @@ impl<K: Key> Queue<K> {
     /// the end of the queue. A key that is not being processed is ignored.
     pub fn done(&self, key: &K) {
         let inner = &*self.inner;
-        let mut state = inner.lock();
-        let started = match state.done(key) {
+        // Adds waiting in the intake need not be applied first: one for `key` queues it once
+        // whether it lands before this (dirty, re-queued here) or after (queued then).
+        let mut state = inner.state.lock();
+        let (started, requeued) = match state.done(key) {
             Finished::Ignored => return,
-            Finished::Released(started) => started,
-            Finished::Requeued(started) => {
-                if state.parked > 0 {
-                    inner.ready.notify_one();
-                }
-                started
-            }
+            Finished::Released(started) => (started, false),
+            Finished::Requeued(started) => (started, true),
         };
         let drained = state.processing == 0 && state.shutting_down;
         drop(state);
+        if requeued {
+            inner.wake(1);
+        }
         if let (Some(m), Some(start)) = (&inner.metrics, started) {
             m.work_duration(start.elapsed());
         }
@@ -253,7 +421,12 @@ impl<K: Key> Queue<K> {
     /// returns `None`.
     pub fn shut_down(&self) {
         let inner = &*self.inner;
-        inner.lock().shutting_down = true;
+        {
+            // Adds made before this call are applied (and drained); later ones are ignored.
+            let mut state = inner.lock();
+            state.shutting_down = true;
+            inner.closed.store(true, Ordering::Release);
+        }
         inner.shutdown.cancel();
         inner.ready.notify_waiters();
         inner.drained.notify_waiters();
@@ -300,6 +473,13 @@ impl<K: Key> Queue<K> {
         m.unfinished_work(total, longest);
     }
 
+    /// Holds the state's lock, as a worker on another thread would: adds meanwhile go to the
+    /// intake.
+    #[cfg(test)]
+    pub(super) fn hold_lock(&self) -> MutexGuard<'_, State<K>> {
+        self.inner.state.lock()
+    }
+
     /// A token cancelled when the queue shuts down; layers above stop their tasks on it.
     pub(super) fn shutdown_token(&self) -> &CancellationToken {
         &self.inner.shutdown
@@ -316,7 +496,7 @@ struct Unpark<'a, K: Key>(&'a Inner<K>);
 
 impl<K: Key> Drop for Unpark<'_, K> {
     fn drop(&mut self) {
-        self.0.lock().parked -= 1;
+        self.0.parked.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -387,10 +567,10 @@ mod tests {
             let q = q.clone();
             async move { q.get().await }
         });
-        until(|| q.inner.lock().parked == 1).await;
+        until(|| q.inner.parked.load(Ordering::SeqCst) == 1).await;
         q.add("a");
         assert_eq!(worker.await.unwrap(), Some("a"));
-        assert_eq!(q.inner.lock().parked, 0);
+        assert_eq!(q.inner.parked.load(Ordering::SeqCst), 0);
     }
 
     // Rule 2.
@@ -410,7 +590,7 @@ mod tests {
                 tokio::spawn(async move { q.get().await })
             })
             .collect();
-        until(|| q.inner.lock().parked == 3).await;
+        until(|| q.inner.parked.load(Ordering::SeqCst) == 3).await;
         q.shut_down();
         for waiter in waiters {
             assert_eq!(waiter.await.unwrap(), None);
@@ -429,7 +609,7 @@ mod tests {
         drop(pending);
         q.add("a");
         assert_eq!(q.get().await, Some("a"));
-        assert_eq!(q.inner.lock().parked, 0);
+        assert_eq!(q.inner.parked.load(Ordering::SeqCst), 0);
     }
 
     // Rule 3.
@@ -504,7 +684,7 @@ mod tests {
             let q = q.clone();
             async move { q.get().await }
         });
-        until(|| q.inner.lock().parked == 1).await;
+        until(|| q.inner.parked.load(Ordering::SeqCst) == 1).await;
         assert!(!second.is_finished());
         q.done(&first);
         assert_eq!(second.await.unwrap(), Some("a"));
@@ -595,6 +775,109 @@ mod tests {
         assert_eq!((q.len(), q.processing()), (1, 1));
         q.done(&a);
         assert_eq!((q.len(), q.processing()), (1, 0));
+    }
+
+    // Adds that find the lock held (the intake).
+    #[tokio::test]
+    async fn adds_made_while_the_lock_is_held_keep_their_order_and_merge() {
+        let q = Queue::new();
+        q.add("x");
+        {
+            let _held = q.hold_lock();
+            for key in ["b", "a", "x", "b"] {
+                q.add(key);
+            }
+            assert!(
+                q.inner.intake_pending.load(Ordering::SeqCst),
+                "the adds wait in the intake"
+            );
+        }
+        q.add("c");
+        assert_eq!(
+            drain_now(&q),
+            ["x", "b", "a", "c"],
+            "applied before the next add, in call order, merged"
+        );
+        assert!(q.inner.intake.lock().is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_add_made_while_the_lock_is_held_marks_a_processing_key_dirty() {
+        let q = Queue::new();
+        q.add("a");
+        let a = q.get().await.unwrap();
+        {
+            let _held = q.hold_lock();
+            q.add("a");
+        }
+        assert_eq!(q.try_get(), None, "`a` is still held");
+        q.done(&a);
+        assert_eq!(q.try_get(), Some(Some("a")), "re-queued by done");
+    }
+
+    #[tokio::test]
+    async fn an_add_made_while_the_lock_is_held_wakes_a_parked_getter() {
+        let q = Queue::new();
+        let worker = tokio::spawn({
+            let q = q.clone();
+            async move { q.get().await }
+        });
+        until(|| q.inner.parked.load(Ordering::SeqCst) == 1).await;
+        {
+            let _held = q.hold_lock();
+            q.add("a");
+        }
+        let got = tokio::time::timeout(Duration::from_secs(10), worker)
+            .await
+            .expect("the parked getter wakes and applies the intake");
+        assert_eq!(got.unwrap(), Some("a"));
+    }
+
+    #[tokio::test]
+    async fn every_parked_getter_wakes_for_the_keys_one_of_them_applied() {
+        let q = Queue::new();
+        let workers: Vec<_> = (0..3)
+            .map(|_| {
+                let q = q.clone();
+                tokio::spawn(async move { q.get().await })
+            })
+            .collect();
+        until(|| q.inner.parked.load(Ordering::SeqCst) == 3).await;
+        {
+            let _held = q.hold_lock();
+            for key in ["a", "b", "c"] {
+                q.add(key);
+            }
+        }
+        let mut got = Vec::new();
+        for worker in workers {
+            let key = tokio::time::timeout(Duration::from_secs(10), worker)
+                .await
+                .expect("each parked getter gets a key without a further add");
+            got.push(key.unwrap().unwrap());
+        }
+        got.sort_unstable();
+        assert_eq!(got, ["a", "b", "c"]);
+    }
+
+    #[tokio::test]
+    async fn adds_in_the_intake_before_shut_down_are_drained_and_later_ones_ignored() {
+        let q = Queue::new();
+        {
+            let _held = q.hold_lock();
+            q.add("a");
+        }
+        q.shut_down();
+        {
+            let _held = q.hold_lock();
+            q.add("late");
+        }
+        assert!(
+            q.inner.intake.lock().is_empty(),
+            "nothing waits after shut down"
+        );
+        assert_eq!(q.get().await, Some("a"));
+        assert_eq!(q.get().await, None);
     }
 
     #[tokio::test]

@@ -103,6 +103,29 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn adds_made_while_the_lock_is_held_are_counted_with_their_own_time() {
+        let recorder = Arc::new(Recorder::default());
+        let q = Queue::with_metrics(recorder.clone());
+        {
+            let _held = q.hold_lock();
+            q.add("a");
+            q.add("a"); // dedup: not counted
+            assert_eq!(recorder.0.lock().unwrap().adds, 0, "counted when applied");
+        }
+        tokio::time::advance(Duration::from_millis(40)).await;
+        assert_eq!(q.len(), 1);
+        let a = q.get().await.unwrap();
+        q.done(&a);
+        let r = recorder.0.lock().unwrap();
+        assert_eq!((r.adds, r.depth), (1, 0));
+        assert_eq!(
+            r.latencies,
+            [Duration::from_millis(40)],
+            "waited from the add, not from when it was applied"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn metrics_hooks_see_adds_depth_latency_work_and_unfinished_work() {
         let recorder = Arc::new(Recorder::default());
         let q = Queue::with_metrics(recorder.clone());

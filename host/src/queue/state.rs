@@ -65,8 +65,6 @@ pub(super) struct State<K> {
     fifo: VecDeque<(K, u32)>,
     pub(super) processing: usize,
     pub(super) shutting_down: bool,
-    /// Getters currently parked in `Queue::get`; adds only notify when this is non-zero.
-    pub(super) parked: usize,
 }
 
 impl<K: super::Key> State<K> {
@@ -78,7 +76,6 @@ impl<K: super::Key> State<K> {
             fifo: VecDeque::new(),
             processing: 0,
             shutting_down: false,
-            parked: 0,
         }
     }
 
