@@ -449,7 +449,7 @@ impl<K: Key> Queue<K> {
     /// True once [`shut_down`](Queue::shut_down) has been called (rule 6).
     #[must_use]
     pub fn shutting_down(&self) -> bool {
-        self.inner.lock().shutting_down
+        self.inner.closed.load(Ordering::Acquire)
     }
 
     /// Reports the age of unfinished work to the metrics hook: the sum of the processing times

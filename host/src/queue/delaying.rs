@@ -281,7 +281,7 @@ impl<K: Key> DelayingQueue<K> {
     /// Adds `key` once `delay` has elapsed (rule 7). Ignored while shutting down; a zero delay
     /// is a plain [`add`](Queue::add). A key already waiting keeps the earlier ready time.
     pub fn add_after(&self, key: K, delay: Duration) {
-        if self.queue.shutdown_token().is_cancelled() {
+        if self.queue.shutting_down() {
             return;
         }
         if delay.is_zero() {
@@ -300,7 +300,11 @@ impl<K: Key> DelayingQueue<K> {
             drop(shared.timers());
         }
         let at = nanos_since(shared.origin, ready);
-        if shared.armed.fetch_min(at, Ordering::SeqCst) > at {
+        // Most keys are due after what the task sleeps until: a load spares them the write that
+        // would take the line from the timer task.
+        if shared.armed.load(Ordering::SeqCst) > at
+            && shared.armed.fetch_min(at, Ordering::SeqCst) > at
+        {
             shared.wake.notify_one();
         }
     }
