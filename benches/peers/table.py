@@ -18,6 +18,7 @@ WORKLOADS = [
     ("E", "p50_ms", "E: lateness p50"),
     ("E", "p99_ms", "E: lateness p99"),
     ("E", "max_ms", "E: lateness max"),
+    ("E", "after_p99_ms", "E: lateness p99 of the keys due after the producer's last add"),
     ("F", "wall_ms", "F: controller, no-op reconciler, 20 x 10,000 keys, 4 workers"),
 ]
 EXTRA = {"B": "gets", "C": "gets", "F": "reconciles"}
@@ -44,3 +45,9 @@ for workload, field, title in WORKLOADS:
         g += f"; {statistics.median(int(x[extra]) for x in runs[('go', workload)]):,.0f} {extra}"
         r += f"; {statistics.median(int(x[extra]) for x in runs[('rust', workload)]):,.0f} {extra}"
     print(f"| {title} | {g} | {r} | {ratio:.2f}x |")
+
+shares = {side: [float(r["after_share"]) for r in runs[(side, "E")] if "after_share" in r]
+          for side in ("go", "rust")}
+if shares["go"] and shares["rust"]:
+    print(f"\nE: keys due after the producer's last add (median share): client-go "
+          f"{statistics.median(shares['go']):.0%}, reconcile-host {statistics.median(shares['rust']):.0%}")

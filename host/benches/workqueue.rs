@@ -222,10 +222,20 @@ fn random_delays(seed: u64) -> Vec<Duration> {
 }
 
 /// Each key's ready time, written by the producer and read by the worker without a lock, so
-/// the measurement does not contend with the code it measures.
+/// the measurement does not contend with the code it measures; and each key's lateness.
 struct ReadyTimes {
     base: Instant,
     nanos: Vec<AtomicU64>,
+    late: Vec<AtomicU64>,
+    /// When the producer's last add returned (nanoseconds since `base`).
+    produced: AtomicU64,
+}
+
+/// E's lateness: of every key, and of the keys due after the producer's last add (which no
+/// longer compete with the producer for a CPU).
+struct Lateness {
+    all: Vec<Duration>,
+    after_producer: Vec<Duration>,
 }
 
 impl ReadyTimes {
@@ -233,6 +243,31 @@ impl ReadyTimes {
         Self {
             base: Instant::now(),
             nanos: (0..DELAYED).map(|_| AtomicU64::new(0)).collect(),
+            late: (0..DELAYED).map(|_| AtomicU64::new(0)).collect(),
+            produced: AtomicU64::new(0),
+        }
+    }
+
+    fn since_base(&self, at: Instant) -> u64 {
+        u64::try_from((at - self.base).as_nanos()).expect("bench fits in u64 ns")
+    }
+
+    /// Marks the end of the producer's adds.
+    fn produced(&self) {
+        self.produced
+            .store(self.since_base(Instant::now()), Ordering::Release);
+    }
+
+    /// The lateness of every key in arrival order, and of those due after the producer's end.
+    fn split(&self, all: Vec<Duration>) -> Lateness {
+        let produced = self.produced.load(Ordering::Acquire);
+        let after_producer = (0..DELAYED)
+            .filter(|&key| self.nanos[key].load(Ordering::Acquire) >= produced)
+            .map(|key| Duration::from_nanos(self.late[key].load(Ordering::Acquire)))
+            .collect();
+        Lateness {
+            all,
+            after_producer,
         }
     }
 
@@ -240,20 +275,22 @@ impl ReadyTimes {
     /// so it is never later than the ready time the code under test computes.
     fn record(&self, key: usize, delay: Duration) -> Instant {
         let due = Instant::now() + delay;
-        let nanos = u64::try_from((due - self.base).as_nanos()).expect("bench fits in u64 ns");
-        self.nanos[key].store(nanos, Ordering::Release);
+        self.nanos[key].store(self.since_base(due), Ordering::Release);
         due
     }
 
     fn lateness(&self, key: usize) -> Duration {
         let due = self.base + Duration::from_nanos(self.nanos[key].load(Ordering::Acquire));
-        Instant::now().saturating_duration_since(due)
+        let late = Instant::now().saturating_duration_since(due);
+        let nanos = u64::try_from(late.as_nanos()).unwrap_or(u64::MAX);
+        self.late[key].store(nanos, Ordering::Relaxed);
+        late
     }
 }
 
 /// E (ours): 100,000 `add_after` with random 0–50 ms delays; one worker records how late each
 /// key arrives after the ready time the producer computed just before the call.
-fn delayed_ours(rt: &Runtime, delays: &[Duration]) -> Vec<Duration> {
+fn delayed_ours(rt: &Runtime, delays: &[Duration]) -> Lateness {
     rt.block_on(async {
         let queue = RateLimitingQueue::new(default_controller_limiter());
         let ready = Arc::new(ReadyTimes::new());
@@ -273,12 +310,14 @@ fn delayed_ours(rt: &Runtime, delays: &[Duration]) -> Vec<Duration> {
             ready.record(key, delay);
             queue.add_after(key, delay);
         }
-        worker.await.expect("worker")
+        ready.produced();
+        let all = worker.await.expect("worker");
+        ready.split(all)
     })
 }
 
 /// E (peer): the same workload through kube-runtime's `scheduler` stream.
-fn delayed_kube_scheduler(rt: &Runtime, delays: &[Duration]) -> Vec<Duration> {
+fn delayed_kube_scheduler(rt: &Runtime, delays: &[Duration]) -> Lateness {
     rt.block_on(async {
         let (tx, rx) = futures::channel::mpsc::unbounded();
         let ready = Arc::new(ReadyTimes::new());
@@ -302,11 +341,13 @@ fn delayed_kube_scheduler(rt: &Runtime, delays: &[Duration]) -> Vec<Duration> {
             })
             .expect("scheduler receives");
         }
-        worker.await.expect("worker")
+        ready.produced();
+        let all = worker.await.expect("worker");
+        ready.split(all)
     })
 }
 
-type DelayedWorkload = fn(&Runtime, &[Duration]) -> Vec<Duration>;
+type DelayedWorkload = fn(&Runtime, &[Duration]) -> Lateness;
 
 fn bench_e(c: &mut Criterion) {
     let rt = multi_thread();
@@ -328,7 +369,7 @@ fn bench_e(c: &mut Criterion) {
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
                     let start = std::time::Instant::now();
-                    late.borrow_mut().extend(workload(&rt, &delays));
+                    late.borrow_mut().extend(workload(&rt, &delays).all);
                     total += start.elapsed();
                 }
                 total
