@@ -43,8 +43,10 @@ unit:
 .PHONY: e2e-real
 E2E_REAL_TESTS := example_plugins lang_c lang_go lang_javascript lang_python leader_fencing hot_reload \
 	in_cluster deployment rbac_enforced plugin_objects scale_out safe_upgrades record_replay fidelity
+## `--workspace` (not `-p end-to-end`) resolves dependency features as `unit` does, so the
+## crates `unit` built are reused instead of rebuilt; the `--test` names pick the same binaries.
 e2e-real: control-plane
-	PATH="$(VENV)/bin:$$PATH" E2E_BACKEND=real $(CARGO) test -p end-to-end --locked $(E2E_REAL_TESTS:%=--test %)
+	PATH="$(VENV)/bin:$$PATH" E2E_BACKEND=real $(CARGO) test --workspace --locked $(E2E_REAL_TESTS:%=--test %)
 
 ## The Go guests' own tests with the SDK's fake host: plain `go test`, no wasm.
 go-test:
