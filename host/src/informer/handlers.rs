@@ -172,7 +172,7 @@ mod tests {
     #[tokio::test]
     async fn a_filtered_handler_enqueues_only_the_keys_its_filter_admits() {
         let queue = RateLimitingQueue::default();
-        let admit: KeyFilter = Arc::new(|key: &ObjectKey| &*key.name != "theirs");
+        let admit: KeyFilter = Arc::new(|key: &ObjectKey| key.name() != "theirs");
         let handler = enqueue_self(
             Enqueue::filtered(queue.clone(), admit),
             Predicates::default(),

@@ -12,7 +12,6 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::core::{ApiResource, DynamicResourceScope};
@@ -257,10 +256,7 @@ impl CachedObject {
     /// The key this object is queued under.
     #[must_use]
     pub fn key(&self) -> ObjectKey {
-        ObjectKey {
-            namespace: self.namespace.as_deref().map(Arc::from),
-            name: Arc::from(&*self.name),
-        }
+        ObjectKey::in_namespace(self.namespace.as_deref(), &self.name)
     }
 
     /// The key of the controlling owner of kind `kind` (`apiVersion` `api_version`), if any:
@@ -268,10 +264,8 @@ impl CachedObject {
     #[must_use]
     pub fn controller_key(&self, api_version: &str, kind: &str) -> Option<ObjectKey> {
         let owner = self.owners.iter().find(|o| o.controller)?;
-        (same_group(&owner.api_version, api_version) && &*owner.kind == kind).then(|| ObjectKey {
-            namespace: self.namespace.as_deref().map(Arc::from),
-            name: Arc::from(&*owner.name),
-        })
+        (same_group(&owner.api_version, api_version) && &*owner.kind == kind)
+            .then(|| ObjectKey::in_namespace(self.namespace.as_deref(), &owner.name))
     }
 
     /// Heap and inline bytes this object holds, for memory accounting.

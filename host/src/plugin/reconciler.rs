@@ -428,8 +428,8 @@ impl Reconciler for PluginReconciler {
         let view = RequestView {
             target: TargetView {
                 kind: &self.kind,
-                namespace: request.key.namespace.as_deref(),
-                name: &request.key.name,
+                namespace: request.key.namespace(),
+                name: request.key.name(),
             },
             object: request.object.as_deref().map(CachedObject::json),
             requeues: request.requeues,

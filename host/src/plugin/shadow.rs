@@ -459,10 +459,8 @@ impl ShadowRunner {
     /// The cached JSON of `target`, if the plugin caches its kind.
     fn cached(&self, target: &Target) -> Option<Value> {
         let store = self.context.caches.get(&target.kind)?;
-        let key = crate::controller::ObjectKey {
-            namespace: target.namespace.as_deref().map(Into::into),
-            name: target.name.as_str().into(),
-        };
+        let key =
+            crate::controller::ObjectKey::in_namespace(target.namespace.as_deref(), &target.name);
         let object = store.get(&key)?;
         serde_json::from_str(object.json()).ok()
     }

@@ -33,10 +33,7 @@ pub(super) struct Fixture {
 
 impl Fixture {
     pub(super) fn key(&self) -> ObjectKey {
-        match &self.namespace {
-            Some(namespace) => ObjectKey::namespaced(namespace, &self.name),
-            None => ObjectKey::cluster(&self.name),
-        }
+        ObjectKey::in_namespace(self.namespace.as_deref(), &self.name)
     }
 
     pub(super) fn cached(&self) -> anyhow::Result<CachedObject> {

@@ -38,10 +38,7 @@ impl GuestState {
         let store = self.cache_of(&kind)?;
         reference::check_namespace(namespace.as_deref())?;
         reference::check_name(&kind_ref(&kind), &name)?;
-        let key = match &namespace {
-            Some(namespace) => ObjectKey::namespaced(namespace, &name),
-            None => ObjectKey::cluster(&name),
-        };
+        let key = ObjectKey::in_namespace(namespace.as_deref(), &name);
         Ok(store.get(&key).map(|object| object.json().to_owned()))
     }
 

@@ -140,10 +140,7 @@ impl PluginRecordings {
         if requested.is_empty() {
             return false;
         }
-        let key = match namespace {
-            Some(namespace) => ObjectKey::namespaced(namespace, name),
-            None => ObjectKey::cluster(name),
-        };
+        let key = ObjectKey::in_namespace(namespace, name);
         requested.remove(&key)
     }
 
@@ -235,10 +232,7 @@ impl crate::telemetry::recordings::RecordingSource for PluginRecordings {
     }
 
     fn request(&self, namespace: Option<&str>, name: &str) -> bool {
-        let key = match namespace {
-            Some(namespace) => ObjectKey::namespaced(namespace, name),
-            None => ObjectKey::cluster(name),
-        };
+        let key = ObjectKey::in_namespace(namespace, name);
         PluginRecordings::request(self, key)
     }
 }
