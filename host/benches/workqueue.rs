@@ -34,6 +34,16 @@ fn current_thread() -> Runtime {
         .expect("tokio runtime")
 }
 
+/// One worker thread, beside the thread that calls `block_on`: two threads running code, as
+/// Go's `GOMAXPROCS=2` allows.
+fn one_worker() -> Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
 /// Two worker threads: one per core of the reference machine.
 fn multi_thread() -> Runtime {
     tokio::runtime::Builder::new_multi_thread()

@@ -124,7 +124,8 @@ fn d() {
 /// E: 100,000 `add_after(i, random 0–50 ms)`, one worker, lateness percentiles: of every key,
 /// and of the keys due after the producer's last add (`after_*`; `after_share` is their share).
 fn e() {
-    let rt = super::multi_thread();
+    // Producer on this thread, timer task and worker on the runtime's one worker thread.
+    let rt = super::one_worker();
     let delays = super::random_delays(7);
     let start = Instant::now();
     let late = super::delayed_ours(&rt, &delays);

@@ -133,10 +133,30 @@ impl<K: Key> Shared<K> {
         timers
     }
 
+    /// Moves the intake into the timers.
+    ///
+    /// The timer task may have re-armed without seeing the entries a fold takes: a fold by
+    /// `add_after` can take them between the task's look at the timers and its look at the
+    /// intake. So a fold that inserts a key due before what the task is armed for lowers
+    /// `armed` and wakes it, as `add_after` does.
     fn fold(&self, timers: &mut Timers<K>) {
         let intake = std::mem::take(&mut *self.intake.lock());
+        let Some(earliest) = intake.iter().map(|&(_, ready)| ready).min() else {
+            return;
+        };
         for (key, ready) in intake {
             timers.insert(self.origin, key, ready);
+        }
+        self.wake_for(nanos_since(self.origin, earliest));
+    }
+
+    /// Lowers `armed` to `at` and wakes the timer task if it sleeps until later.
+    fn wake_for(&self, at: u64) {
+        // Most keys are due after what the task sleeps until: a load spares them the write that
+        // would take the line from the timer task.
+        if self.armed.load(Ordering::SeqCst) > at && self.armed.fetch_min(at, Ordering::SeqCst) > at
+        {
+            self.wake.notify_one();
         }
     }
 
@@ -299,14 +319,7 @@ impl<K: Key> DelayingQueue<K> {
         if full {
             drop(shared.timers());
         }
-        let at = nanos_since(shared.origin, ready);
-        // Most keys are due after what the task sleeps until: a load spares them the write that
-        // would take the line from the timer task.
-        if shared.armed.load(Ordering::SeqCst) > at
-            && shared.armed.fetch_min(at, Ordering::SeqCst) > at
-        {
-            shared.wake.notify_one();
-        }
+        shared.wake_for(nanos_since(shared.origin, ready));
     }
 
     /// The keys waiting for their delay to elapse, in no particular order.
@@ -437,6 +450,29 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert_eq!(q.len(), 0);
         assert_eq!(q.waiting(), 0);
+    }
+
+    // Rule 7: a key reaches the queue at its ready time even when the timer task re-armed for
+    // a later one without seeing it, as when its fold and the task's look at the intake cross.
+    #[tokio::test(start_paused = true)]
+    async fn a_fold_wakes_the_timer_task_for_a_key_due_before_it_is_armed() {
+        let q = DelayingQueue::new();
+        let start = Instant::now();
+        q.add_after("late", Duration::from_secs(10));
+        // The timer task takes "late" and sleeps until it is due.
+        tokio::task::yield_now().await;
+        assert_eq!(
+            q.shared.armed.load(Ordering::SeqCst),
+            nanos_since(q.shared.origin, start + Duration::from_secs(10))
+        );
+        // An entry the task has not been told about, as a fold would hold it.
+        q.shared
+            .intake
+            .lock()
+            .push(("soon", start + Duration::from_secs(1)));
+        assert_eq!(q.waiting(), 2, "the fold took it");
+        assert_eq!(q.get().await, Some("soon"));
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
     }
 
     // Rule 8.
