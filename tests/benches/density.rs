@@ -15,8 +15,10 @@
 //!      N × 100 objects replaced 5 times in a row; the peak of VmRSS sampled every 10 ms, and the
 //!      breakdown at the end): VmRSS, and from `/proc/<pid>/smaps` anonymous and file-backed RSS,
 //!      with the anonymous part split into the wasm instance pool (mappings of 256 MiB or more:
-//!      wasmtime's reservations; and pages written in a memory's copy-on-write image), executable anonymous mappings (compiled guest code) and the rest
-//!      (the process heap, thread stacks: what stands in for heap, which the host does not count).
+//!      wasmtime's reservations; and pages written in a memory's copy-on-write image), executable
+//!      anonymous mappings (compiled guest code), read-only anonymous mappings (the compiled
+//!      modules' other sections: data segments, trap tables, names) and the rest (the process
+//!      heap, thread stacks: what stands in for heap, which the host does not count).
 //! 2. N `density-kube-controller` processes (kube-runtime, `benches/peers/kube-runtime-controller`)
 //!    and N `density-controller` processes (controller-runtime, `benches/peers/cmd/`), each on its
 //!    own CRD, started together; once every one has reconciled its 100 objects and 2 s after:
@@ -145,6 +147,9 @@ struct Memory {
     file: u64,
     pool: u64,
     code: u64,
+    /// Read-only anonymous mappings: the compiled modules' other sections (data segments, trap
+    /// tables, function names), mapped beside their code.
+    code_data: u64,
     rest: u64,
 }
 
@@ -156,6 +161,7 @@ impl std::ops::AddAssign for Memory {
         self.file += o.file;
         self.pool += o.pool;
         self.code += o.code;
+        self.code_data += o.code_data;
         self.rest += o.rest;
     }
 }
@@ -178,7 +184,8 @@ fn memory(pid: u32) -> Memory {
         rss: vm_rss(pid),
         ..Memory::default()
     };
-    let (mut size, mut executable, mut anonymous_mapping, mut image) = (0_u64, false, false, false);
+    let (mut size, mut executable, mut writable, mut anonymous_mapping, mut image) =
+        (0_u64, false, false, false, false);
     let kb = |line: &str| -> u64 {
         line.split_whitespace()
             .nth(1)
@@ -197,6 +204,7 @@ fn memory(pid: u32) -> Memory {
             let parse = |h: &str| u64::from_str_radix(h, 16).unwrap_or(0);
             size = parse(end) - parse(start);
             executable = perms.contains('x');
+            writable = perms.contains('w');
             anonymous_mapping = path.is_empty() || path.starts_with('[');
             // A linear memory's initial image, mapped copy-on-write into its pool slot.
             image = path.starts_with("/memfd:");
@@ -209,6 +217,8 @@ fn memory(pid: u32) -> Memory {
                 m.pool += bytes;
             } else if anonymous_mapping && executable {
                 m.code += bytes;
+            } else if anonymous_mapping && !writable {
+                m.code_data += bytes;
             } else {
                 m.rest += bytes;
             }
@@ -559,7 +569,7 @@ async fn main() {
             println!(
                 "RESULT density host lang={lang} n={n} ready_s={:.3} reconciled_s={:.3} \
                  idle_rss_mib={:.1} idle_pss_mib={:.1} idle_anon_mib={:.1} idle_file_mib={:.1} idle_pool_mib={:.1} \
-                 idle_code_mib={:.1} idle_heap_mib={:.1} busy_peak_rss_mib={:.1} \
+                 idle_code_mib={:.1} idle_code_data_mib={:.1} idle_heap_mib={:.1} busy_peak_rss_mib={:.1} \
                  busy_rss_mib={:.1} busy_pool_mib={:.1} busy_heap_mib={:.1} \
                  idle_rss_per_plugin_mib={:.2} load=\"{load}\"",
                 run.ready.as_secs_f64(),
@@ -570,6 +580,7 @@ async fn main() {
                 mib(run.idle.file),
                 mib(run.idle.pool),
                 mib(run.idle.code),
+                mib(run.idle.code_data),
                 mib(run.idle.rest),
                 mib(run.busy_peak),
                 mib(run.busy.rss),

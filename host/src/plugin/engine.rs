@@ -298,7 +298,11 @@ fn config(pooling: bool) -> Config {
         .wasm_component_model(true)
         .epoch_interruption(true)
         // The component-model-async task bookkeeping would otherwise run on every call.
-        .concurrency_support(false);
+        .concurrency_support(false)
+        // The native-to-wasm offset map serves only the offsets in a trap's backtrace (the
+        // function names stay); it is a third of a QuickJS module's non-code memory, resident
+        // for as long as the plugin is loaded, and loading it slows start-up.
+        .generate_address_map(false);
     if pooling {
         let mut pool = PoolingAllocationConfig::new();
         pool.total_component_instances(POOL_INSTANCES)
