@@ -34,11 +34,10 @@ fn current_thread() -> Runtime {
         .expect("tokio runtime")
 }
 
-/// One worker thread, beside the thread that calls `block_on`: two threads running code, as
-/// Go's `GOMAXPROCS=2` allows.
-fn one_worker() -> Runtime {
+/// A runtime with `workers` worker threads.
+fn workers(workers: usize) -> Runtime {
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
+        .worker_threads(workers)
         .enable_all()
         .build()
         .expect("tokio runtime")
@@ -46,11 +45,7 @@ fn one_worker() -> Runtime {
 
 /// Two worker threads: one per core of the reference machine.
 fn multi_thread() -> Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
+    workers(2)
 }
 
 fn keys<K: From<String>>(n: usize) -> Vec<K> {

@@ -124,8 +124,9 @@ fn d() {
 /// E: 100,000 `add_after(i, random 0–50 ms)`, one worker, lateness percentiles: of every key,
 /// and of the keys due after the producer's last add (`after_*`; `after_share` is their share).
 fn e() {
-    // Producer on this thread, timer task and worker on the runtime's one worker thread.
-    let rt = super::one_worker();
+    // The producer on this thread, the timer task and the worker on the runtime's one worker
+    // thread: two threads running code, as Go's `GOMAXPROCS=2` allows.
+    let rt = super::workers(1);
     let delays = super::random_delays(7);
     let start = Instant::now();
     let late = super::delayed_ours(&rt, &delays);
