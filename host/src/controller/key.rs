@@ -32,7 +32,9 @@ fn seed() -> &'static foldhash::fast::RandomState {
 }
 
 impl ObjectKey {
-    fn new(namespace: Option<&str>, name: &str) -> Self {
+    /// The key of an object in `namespace` (`None`: cluster-scoped).
+    #[must_use]
+    pub fn in_namespace(namespace: Option<&str>, name: &str) -> Self {
         let hash = seed().hash_one((namespace, name));
         match namespace {
             Some(namespace) => {
@@ -57,19 +59,13 @@ impl ObjectKey {
     /// The key of a namespaced object.
     #[must_use]
     pub fn namespaced(namespace: &str, name: &str) -> Self {
-        Self::new(Some(namespace), name)
+        Self::in_namespace(Some(namespace), name)
     }
 
     /// The key of a cluster-scoped object.
     #[must_use]
     pub fn cluster(name: &str) -> Self {
-        Self::new(None, name)
-    }
-
-    /// The key of an object in `namespace` (`None`: cluster-scoped).
-    #[must_use]
-    pub fn in_namespace(namespace: Option<&str>, name: &str) -> Self {
-        Self::new(namespace, name)
+        Self::in_namespace(None, name)
     }
 
     /// Parses `namespace/name` or `name`.

@@ -182,8 +182,7 @@ async fn worker<R: Reconciler>(
             },
         };
         let ticket = match &shared.gate {
-            Some((gate, placement)) => match gate.admit(&shared.name, *placement, &key.to_string())
-            {
+            Some((gate, placement)) => match gate.admit(&shared.name, *placement, key.as_str()) {
                 Admission::Admitted(ticket) => Some(ticket),
                 Admission::NotMine => {
                     // Its owner has it queued, or queues it from its cache when it takes it.

@@ -305,7 +305,7 @@ impl Runtime {
                 let (gate, name, placement) = (Arc::clone(gate), spec.name.clone(), spec.placement);
                 let admit: KeyFilter = Arc::new(move |key: &ObjectKey| {
                     gate.assignment()
-                        .admits(&name, placement.ring_key(&key.to_string()))
+                        .admits(&name, placement.ring_key(key.as_str()))
                 });
                 Enqueue::filtered(queue.clone(), admit)
             }
@@ -344,8 +344,7 @@ impl Runtime {
                 let mut owned = 0;
                 for object in store.list() {
                     let key = object.key();
-                    let text = key.to_string();
-                    let ring_key = placement.ring_key(&text);
+                    let ring_key = placement.ring_key(key.as_str());
                     if now.admits(&name, ring_key) {
                         owned += 1;
                         if !before.admits(&name, ring_key) {
