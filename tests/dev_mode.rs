@@ -10,9 +10,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use common::eventually_async;
-use common::host::{
-    Host, component, free_port, guests, scratch, scripted_component, tool, workspace,
-};
+use common::host::{Host, component, guests, scratch, scripted_component, tool, workspace};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject};
@@ -58,9 +56,9 @@ fn dev(examples: &Path, kubeconfig: &Path) -> Host {
         .arg(examples)
         .arg("--kubeconfig-out")
         .arg(kubeconfig)
-        .args(["--api-address", &format!("127.0.0.1:{}", free_port())])
-        .args(["--registry-address", &format!("127.0.0.1:{}", free_port())])
-        .args(["--metrics-address", &format!("127.0.0.1:{}", free_port())])
+        .args(["--api-address", "127.0.0.1:0"])
+        .args(["--registry-address", "127.0.0.1:0"])
+        .args(["--metrics-address", "127.0.0.1:0"])
         .env("RUST_LOG", "info")
         .env_remove("RUST_BACKTRACE")
         .stdout(Stdio::null())

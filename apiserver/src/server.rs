@@ -123,13 +123,20 @@ impl ApiServer {
                     source,
                 })
         };
+        // Named ports before a port 0: the one the system picks cannot be one named here.
+        let https = match config.https_addr {
+            Some(addr) => {
+                let listener = bind(addr, "HTTPS").await?;
+                let bound = local_addr(&listener, addr, "HTTPS")?;
+                Some((listener, bound))
+            }
+            None => None,
+        };
         let http = bind(config.http_addr, "HTTP").await?;
         let http_addr = local_addr(&http, config.http_addr, "HTTP")?;
         tasks.push(tokio::spawn(serve(http, app.clone(), None, cancel.clone())));
-        let mut https_addr = None;
-        if let Some(addr) = config.https_addr {
-            let https = bind(addr, "HTTPS").await?;
-            https_addr = Some(local_addr(&https, addr, "HTTPS")?);
+        let https_addr = https.as_ref().map(|(_, bound)| *bound);
+        if let Some((https, _)) = https {
             let acceptor = TlsAcceptor::from(certs.server_config.clone());
             tasks.push(tokio::spawn(serve(
                 https,

@@ -161,7 +161,8 @@ pub fn manifest(dir: &Path, source: &str, module: &Path, overrides: &[(&str, &st
 /// A running host process; killed when dropped.
 pub struct Host {
     child: Child,
-    metrics: String,
+    /// The telemetry address: as given, or, for port 0, as the host logs it once bound.
+    metrics: OnceLock<String>,
     log: Arc<Mutex<String>>,
 }
 
@@ -198,7 +199,7 @@ impl Host {
         let mut command = Command::new(HOST_BINARY);
         command
             .arg("run")
-            .args(["--metrics-address", &format!("127.0.0.1:{}", free_port())])
+            .args(["--metrics-address", "127.0.0.1:0"])
             .args(["--qps", "500", "--burst", "1000"])
             .args(["--plugin-qps", "500", "--plugin-burst", "1000"])
             .arg("--module-cache")
@@ -219,7 +220,7 @@ impl Host {
         let mut command = Command::new(HOST_BINARY);
         command
             .arg("run")
-            .args(["--metrics-address", &format!("127.0.0.1:{}", free_port())])
+            .args(["--metrics-address", "127.0.0.1:0"])
             .args(["--qps", "100000", "--burst", "100000"])
             .args(["--plugin-qps", "100000", "--plugin-burst", "100000"])
             .arg("--module-cache")
@@ -239,13 +240,16 @@ impl Host {
     /// Spawns `command` (from [`command`](Self::command), with more arguments), collecting its
     /// log.
     pub fn spawn(mut command: Command) -> Self {
-        let metrics = command
+        let given = command
             .get_args()
             .skip_while(|arg| *arg != "--metrics-address")
             .nth(1)
             .and_then(|arg| arg.to_str())
-            .expect("the command has --metrics-address")
-            .to_owned();
+            .expect("the command has --metrics-address");
+        let metrics = OnceLock::new();
+        if !given.ends_with(":0") {
+            let _ = metrics.set(given.to_owned());
+        }
         let mut child = command.spawn().expect("host spawns");
         let log = Arc::new(Mutex::new(String::new()));
         let stderr = child.stderr.take().expect("stderr piped");
@@ -274,15 +278,29 @@ impl Host {
         assert!(status.success(), "kill -{signal} failed");
     }
 
-    /// GET `path` from the metrics address (`/readyz?verbose`, `/metrics`).
+    /// The telemetry address; `None` while a host given port 0 has not yet logged the one
+    /// it bound.
+    fn metrics(&self) -> Option<&str> {
+        if self.metrics.get().is_none() {
+            let bound = bound_metrics_address(&self.log.lock())?;
+            let _ = self.metrics.set(bound);
+        }
+        self.metrics.get().map(String::as_str)
+    }
+
+    /// GET `path` from the metrics address (`/readyz?verbose`, `/metrics`); empty while the
+    /// host does not answer.
     pub async fn get(&self, path: &str) -> String {
-        http_get(&self.metrics, path).await.unwrap_or_default()
+        let Some(address) = self.metrics() else {
+            return String::new();
+        };
+        http_get(address, path).await.unwrap_or_default()
     }
 
     /// POSTs to `path` on the host's telemetry port: the status code and the body.
     pub async fn post(&self, path: &str) -> Option<(u16, String)> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let address = &self.metrics;
+        let address = self.metrics()?;
         let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
         let request = format!(
             "POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
@@ -353,7 +371,10 @@ impl Host {
     /// The value of the metric series whose line starts with `series` (name and labels, e.g.
     /// `reconcile_host_plugin_failures_total{plugin="testbed",reason="trap"}`), 0 if absent.
     pub async fn metric(&self, series: &str) -> f64 {
-        let Some(body) = http_get(&self.metrics, "/metrics").await else {
+        let Some(address) = self.metrics() else {
+            return 0.0;
+        };
+        let Some(body) = http_get(address, "/metrics").await else {
             return 0.0;
         };
         body.lines()
@@ -403,6 +424,17 @@ impl Drop for Host {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The address a host's telemetry server bound, from its log line
+/// `serving /metrics, /healthz and /readyz local_addr=<address>`.
+pub fn bound_metrics_address(log: &str) -> Option<String> {
+    log.lines()
+        .filter(|line| line.contains("serving /metrics"))
+        .find_map(|line| {
+            let value = line.split_once("local_addr=")?.1;
+            Some(value.split_whitespace().next()?.to_owned())
+        })
 }
 
 /// A loopback port free right now.

@@ -41,6 +41,16 @@ pub(super) async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
                 args.examples.display()
             )
         })?;
+    // The registry's port is bound before the API server picks a free one for its plain HTTP
+    // listener, so that pick cannot take it.
+    let listener = tokio::net::TcpListener::bind(args.registry_address)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot start the dev registry on {}; pass another --registry-address",
+                args.registry_address
+            )
+        })?;
     let server = ApiServer::start(
         ServerConfig::default()
             .http_addr(SocketAddr::from(([127, 0, 0, 1], 0)))
@@ -66,14 +76,6 @@ pub(super) async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
     let applied = apply_samples(&client, &samples).await?;
     tracing::info!(objects = applied, files = samples.len(), "samples applied");
 
-    let listener = tokio::net::TcpListener::bind(args.registry_address)
-        .await
-        .with_context(|| {
-            format!(
-                "cannot start the dev registry on {}; pass another --registry-address",
-                args.registry_address
-            )
-        })?;
     let registry = super::registry::serve(listener)?.to_string();
 
     let kubeconfig =
@@ -114,6 +116,11 @@ pub(super) async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn banner(kubeconfig: &Path, manifests: &[PathBuf], registry: &str, metrics: SocketAddr) -> String {
+    let metrics = if metrics.port() == 0 {
+        "a free port, named by the log line `serving /metrics`".to_owned()
+    } else {
+        format!("http://{metrics}/metrics")
+    };
     let plugins: Vec<String> = manifests
         .iter()
         .map(|path| format!("    {}", path.display()))
@@ -122,7 +129,7 @@ fn banner(kubeconfig: &Path, manifests: &[PathBuf], registry: &str, metrics: Soc
     format!(
         "\nreconcile-host dev: an in-memory API server and registry with the example plugins\n\
          \n  plugins (ReconcilerPlugin objects, components in {registry}/examples/<name>):\n{}\n\
-         \n  kubeconfig: {kc}\n  metrics:    http://{metrics}/metrics\n\
+         \n  kubeconfig: {kc}\n  metrics:    {metrics}\n\
          \n  try, in another terminal:\n\
          \x20   export KUBECONFIG={kc}\n\
          \x20   kubectl get reconcilerplugins                         # every example Ready\n\
