@@ -14,11 +14,12 @@
 //!    - memory idle (2 s after the last reconcile) and while every plugin reconciles (all
 //!      N × 100 objects replaced 5 times in a row; the peak of VmRSS sampled every 10 ms, and the
 //!      breakdown at the end): VmRSS, and from `/proc/<pid>/smaps` anonymous and file-backed RSS,
-//!      with the anonymous part split into the wasm instance pool (mappings of 256 MiB or more:
-//!      wasmtime's reservations; and pages written in a memory's copy-on-write image), executable
-//!      anonymous mappings (compiled guest code), read-only anonymous mappings (the compiled
-//!      modules' other sections: data segments, trap tables, names) and the rest (the process
-//!      heap, thread stacks: what stands in for heap, which the host does not count).
+//!      and what of it is the wasm instance pool (mappings of 256 MiB or more: wasmtime's
+//!      reservations; and pages written in a memory's copy-on-write image), memory images as
+//!      mapped, compiled guest code (executable mappings, anonymous or of the module cache's
+//!      `.cwasm` files; resident and mapped), the compiled modules' other sections (read-only
+//!      mappings: data segments, trap tables, names) and the rest of the anonymous memory (the
+//!      process heap, thread stacks: what stands in for heap, which the host does not count).
 //! 2. N `density-kube-controller` processes (kube-runtime, `benches/peers/kube-runtime-controller`)
 //!    and N `density-controller` processes (controller-runtime, `benches/peers/cmd/`), each on its
 //!    own CRD, started together; once every one has reconciled its 100 objects and 2 s after:
@@ -145,11 +146,20 @@ struct Memory {
     pss: u64,
     anon: u64,
     file: u64,
+    /// The instance pool: wasmtime's reservations (mappings of 256 MiB or more) and the pages
+    /// guests wrote in their memories' copy-on-write images.
     pool: u64,
+    /// Linear memories' initial images, as mapped (memfd or the compiled module's file) and
+    /// not written.
+    images: u64,
+    /// Compiled guest code: executable mappings, anonymous or of a compiled module's file.
     code: u64,
-    /// Read-only anonymous mappings: the compiled modules' other sections (data segments, trap
-    /// tables, function names), mapped beside their code.
+    /// The size of those mappings, resident or not.
+    code_mapped: u64,
+    /// The compiled modules' other sections (data segments, trap tables, function names):
+    /// read-only mappings, anonymous or of a compiled module's file.
     code_data: u64,
+    /// The rest of the anonymous memory: the process heap and thread stacks.
     rest: u64,
 }
 
@@ -160,7 +170,9 @@ impl std::ops::AddAssign for Memory {
         self.anon += o.anon;
         self.file += o.file;
         self.pool += o.pool;
+        self.images += o.images;
         self.code += o.code;
+        self.code_mapped += o.code_mapped;
         self.code_data += o.code_data;
         self.rest += o.rest;
     }
@@ -177,15 +189,32 @@ fn vm_rss(pid: u32) -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
-/// VmRSS, and from smaps: PSS, anonymous and file-backed RSS, the anonymous part split.
+/// What a mapping in smaps is, for [`memory`].
+#[derive(Clone, Copy, PartialEq)]
+enum Mapping {
+    /// A pool reservation (anonymous, 256 MiB or more).
+    Pool,
+    /// A memory image: memfd, or a writable mapping of a compiled module's file.
+    Image,
+    /// Executable code of a guest: anonymous, or of a compiled module's file.
+    Code,
+    /// Read-only sections of a compiled module: anonymous, or of its file.
+    CodeData,
+    /// Other anonymous memory.
+    Anonymous,
+    /// Other files: the binary, shared libraries.
+    File,
+}
+
+/// VmRSS, and from smaps: PSS, anonymous and file-backed RSS, and the split by [`Mapping`].
 fn memory(pid: u32) -> Memory {
     let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
     let mut m = Memory {
         rss: vm_rss(pid),
         ..Memory::default()
     };
-    let (mut size, mut executable, mut writable, mut anonymous_mapping, mut image) =
-        (0_u64, false, false, false, false);
+    let mut mapping = Mapping::File;
+    let mut rss = 0_u64;
     let kb = |line: &str| -> u64 {
         line.split_whitespace()
             .nth(1)
@@ -202,25 +231,48 @@ fn memory(pid: u32) -> Memory {
             let path = line.split_whitespace().nth(5).unwrap_or_default();
             let (start, end) = range.split_once('-').unwrap_or(("0", "0"));
             let parse = |h: &str| u64::from_str_radix(h, 16).unwrap_or(0);
-            size = parse(end) - parse(start);
-            executable = perms.contains('x');
-            writable = perms.contains('w');
-            anonymous_mapping = path.is_empty() || path.starts_with('[');
-            // A linear memory's initial image, mapped copy-on-write into its pool slot.
-            image = path.starts_with("/memfd:");
+            let size = parse(end) - parse(start);
+            let anonymous = path.is_empty() || path.starts_with('[');
+            let module = anonymous || path.ends_with(".cwasm");
+            let kind = if anonymous && size >= 256 << 20 {
+                Mapping::Pool
+            } else if path.starts_with("/memfd:")
+                || (path.ends_with(".cwasm") && perms.contains('w'))
+            {
+                Mapping::Image
+            } else if module && perms.contains('x') {
+                Mapping::Code
+            } else if module && !perms.contains('w') && perms.contains('r') {
+                Mapping::CodeData
+            } else if anonymous {
+                Mapping::Anonymous
+            } else {
+                Mapping::File
+            };
+            if kind == Mapping::Code {
+                m.code_mapped += size;
+            }
+            mapping = kind;
+        } else if first == "Rss:" {
+            rss = kb(line);
+            match mapping {
+                Mapping::Code => m.code += rss,
+                Mapping::CodeData => m.code_data += rss,
+                _ => {}
+            }
         } else if first == "Pss:" {
             m.pss += kb(line);
         } else if first == "Anonymous:" {
-            let bytes = kb(line);
-            m.anon += bytes;
-            if (anonymous_mapping && size >= 256 << 20) || image {
-                m.pool += bytes;
-            } else if anonymous_mapping && executable {
-                m.code += bytes;
-            } else if anonymous_mapping && !writable {
-                m.code_data += bytes;
-            } else {
-                m.rest += bytes;
+            let written = kb(line);
+            m.anon += written;
+            match mapping {
+                Mapping::Pool => m.pool += written,
+                Mapping::Image => {
+                    m.pool += written;
+                    m.images += rss - written.min(rss);
+                }
+                Mapping::Anonymous => m.rest += written,
+                Mapping::Code | Mapping::CodeData | Mapping::File => {}
             }
         }
     }
@@ -569,7 +621,7 @@ async fn main() {
             println!(
                 "RESULT density host lang={lang} n={n} ready_s={:.3} reconciled_s={:.3} \
                  idle_rss_mib={:.1} idle_pss_mib={:.1} idle_anon_mib={:.1} idle_file_mib={:.1} idle_pool_mib={:.1} \
-                 idle_code_mib={:.1} idle_code_data_mib={:.1} idle_heap_mib={:.1} busy_peak_rss_mib={:.1} \
+                 idle_images_mib={:.1} idle_code_mib={:.1} idle_code_mapped_mib={:.1} idle_code_data_mib={:.1} idle_heap_mib={:.1} busy_peak_rss_mib={:.1} \
                  busy_rss_mib={:.1} busy_pool_mib={:.1} busy_heap_mib={:.1} \
                  idle_rss_per_plugin_mib={:.2} load=\"{load}\"",
                 run.ready.as_secs_f64(),
@@ -579,7 +631,9 @@ async fn main() {
                 mib(run.idle.anon),
                 mib(run.idle.file),
                 mib(run.idle.pool),
+                mib(run.idle.images),
                 mib(run.idle.code),
+                mib(run.idle.code_mapped),
                 mib(run.idle.code_data),
                 mib(run.idle.rest),
                 mib(run.busy_peak),

@@ -1,18 +1,16 @@
 //! The one wasmtime `Engine` of a host: async, epoch-interrupted, pooling-allocated; its epoch
 //! ticker; and the linker every plugin instance is built from.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use wasmtime::component::types::ComponentItem;
 use wasmtime::component::{Component, HasSelf, Linker, ResourceType};
-use wasmtime::{
-    Cache, CacheConfig, Config, Enabled, Engine, InstanceAllocationStrategy,
-    PoolingAllocationConfig,
-};
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::bindings::Reconciler;
+use super::compiled::CompiledCache;
 use super::state::GuestState;
 
 /// How often the engine's epoch advances. A running guest yields to the async executor once per
@@ -205,6 +203,7 @@ pub struct PluginEngine {
     engine: Engine,
     linker: Arc<Linker<GuestState>>,
     pooling: bool,
+    compiled: Option<Arc<CompiledCache>>,
 }
 
 impl std::fmt::Debug for PluginEngine {
@@ -221,15 +220,6 @@ impl PluginEngine {
     /// # Errors
     /// When wasmtime rejects the configuration or the host interfaces cannot be linked.
     pub fn new(settings: EngineSettings) -> Result<Self, EngineError> {
-        let cache = match &settings.module_cache {
-            Some(dir) => Some(module_cache(dir)?),
-            None => None,
-        };
-        let config = |pooling: bool| {
-            let mut config = config(pooling);
-            config.cache(cache.clone());
-            config
-        };
         let (engine, pooling) = if settings.pooling {
             match Engine::new(&config(true)) {
                 Ok(engine) => (engine, true),
@@ -254,11 +244,19 @@ impl PluginEngine {
         link_wasi(&mut linker).map_err(EngineError::Link)?;
         Reconciler::add_to_linker::<_, HasSelf<GuestState>>(&mut linker, |state| state)
             .map_err(EngineError::Link)?;
+        let compiled = match &settings.module_cache {
+            Some(dir) => Some(Arc::new(
+                CompiledCache::open(dir, &engine)
+                    .map_err(|error| EngineError::Cache(dir.clone(), error.into()))?,
+            )),
+            None => None,
+        };
         start_ticker(&engine);
         Ok(Self {
             engine,
             linker: Arc::new(linker),
             pooling,
+            compiled,
         })
     }
 
@@ -266,6 +264,18 @@ impl PluginEngine {
     #[must_use]
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// The component with content `bytes` (SHA-256 `digest`), compiled, or mapped from the
+    /// module cache when it holds it.
+    ///
+    /// # Errors
+    /// When `bytes` is not a component this engine can compile.
+    pub fn component(&self, digest: &str, bytes: &[u8]) -> wasmtime::Result<Component> {
+        match &self.compiled {
+            Some(cache) => cache.component(&self.engine, digest, bytes),
+            None => Component::new(&self.engine, bytes),
+        }
     }
 
     /// The linker with WASI and the reconcile interfaces.
@@ -279,17 +289,6 @@ impl PluginEngine {
     pub fn pooling(&self) -> bool {
         self.pooling
     }
-}
-
-fn module_cache(dir: &Path) -> Result<Cache, EngineError> {
-    let failed =
-        |error: Box<dyn std::error::Error + Send + Sync>| EngineError::Cache(dir.to_owned(), error);
-    std::fs::create_dir_all(dir).map_err(|e| failed(e.into()))?;
-    // wasmtime takes only absolute cache paths; a relative one is the working directory's.
-    let dir = std::path::absolute(dir).map_err(|e| failed(e.into()))?;
-    let mut config = CacheConfig::new();
-    config.with_directory(dir);
-    Cache::new(config).map_err(|e| failed(e.into()))
 }
 
 fn config(pooling: bool) -> Config {
@@ -340,6 +339,7 @@ fn start_ticker(engine: &Engine) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     /// A component whose start function writes one byte on each of the first 16 pages (64 KiB)
     /// of its memory; `k` makes each one a different module.
@@ -400,9 +400,23 @@ mod tests {
 
     #[test]
     fn a_relative_module_cache_is_taken_from_the_working_directory() {
-        // Unit tests run in host/; wasmtime itself accepts only absolute cache paths.
+        // Unit tests run in host/.
         let relative = Path::new("../target/unit-test-relative-module-cache");
-        module_cache(relative).expect("a relative cache directory is usable");
+        let engine = PluginEngine::new(EngineSettings {
+            pooling: false,
+            module_cache: Some(relative.to_owned()),
+        })
+        .expect("a relative cache directory is usable");
         assert!(relative.is_dir());
+        engine
+            .component("empty", b"\0asm\x0d\0\x01\0")
+            .expect("the empty component compiles");
+        assert!(
+            relative
+                .read_dir()
+                .expect("listed")
+                .flatten()
+                .any(|engine_dir| { engine_dir.path().join("empty.cwasm").is_file() })
+        );
     }
 }

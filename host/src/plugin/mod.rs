@@ -10,6 +10,7 @@
 
 pub mod api;
 mod bindings;
+mod compiled;
 pub mod context;
 pub mod cost;
 pub mod engine;

@@ -8,7 +8,6 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
-use wasmtime::component::Component;
 
 use super::bindings::ReconcilerPre;
 use super::engine::{PluginEngine, is_withheld, stub_withheld};
@@ -170,10 +169,12 @@ fn compile(
 ) -> Result<Module, LoadError> {
     let boxed =
         |error: wasmtime::Error| -> Box<dyn std::error::Error + Send + Sync> { error.into() };
-    let component = Component::new(engine.engine(), bytes).map_err(|error| LoadError::Compile {
-        path: path.to_owned(),
-        source: boxed(error),
-    })?;
+    let component = engine
+        .component(&digest, bytes)
+        .map_err(|error| LoadError::Compile {
+            path: path.to_owned(),
+            source: boxed(error),
+        })?;
     let imports = component
         .component_type()
         .imports(engine.engine())
