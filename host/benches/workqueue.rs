@@ -355,7 +355,9 @@ fn delayed_kube_scheduler(rt: &Runtime, delays: &[Duration]) -> Lateness {
 type DelayedWorkload = fn(&Runtime, &[Duration]) -> Lateness;
 
 fn bench_e(c: &mut Criterion) {
-    let rt = multi_thread();
+    // The producer on this thread, the timer task and the worker on one worker thread: two
+    // threads running code on the two cores, as in `make bench-peers`.
+    let rt = workers(1);
     let delays = random_delays(7);
     let mut group = c.benchmark_group("E_add_after_100k_random_0_50ms");
     group
