@@ -221,6 +221,14 @@ mod tests {
         dir
     }
 
+    /// An empty cache in a scratch directory named for `name`, for a default engine.
+    fn empty_cache(name: &str) -> (PathBuf, Engine, CompiledCache) {
+        let root = scratch(name);
+        let engine = Engine::default();
+        let cache = CompiledCache::open(&root, &engine).expect("cache");
+        (root, engine, cache)
+    }
+
     fn cwasm_files(root: &Path) -> Vec<PathBuf> {
         let mut files = Vec::new();
         for engine in std::fs::read_dir(root).expect("root").flatten() {
@@ -237,9 +245,7 @@ mod tests {
 
     #[test]
     fn a_component_is_compiled_once_then_mapped_from_its_file() {
-        let root = scratch("once");
-        let engine = Engine::default();
-        let cache = CompiledCache::open(&root, &engine).expect("cache");
+        let (root, engine, cache) = empty_cache("once");
         let bytes = component_bytes();
         cache
             .component(&engine, "d1", &bytes)
@@ -261,9 +267,7 @@ mod tests {
 
     #[test]
     fn an_unusable_file_is_compiled_again_and_replaced() {
-        let root = scratch("unusable");
-        let engine = Engine::default();
-        let cache = CompiledCache::open(&root, &engine).expect("cache");
+        let (root, engine, cache) = empty_cache("unusable");
         let path = cache.dir.join("d2.cwasm");
         std::fs::write(&path, b"truncated").expect("a broken file");
         cache
@@ -277,9 +281,7 @@ mod tests {
 
     #[test]
     fn a_component_that_does_not_compile_is_an_error_and_leaves_no_file() {
-        let root = scratch("invalid");
-        let engine = Engine::default();
-        let cache = CompiledCache::open(&root, &engine).expect("cache");
+        let (root, engine, cache) = empty_cache("invalid");
         assert!(cache.component(&engine, "d3", b"\0asm garbage").is_err());
         assert!(cwasm_files(&root).is_empty());
         let _ = std::fs::remove_dir_all(&root);
@@ -307,9 +309,7 @@ mod tests {
 
     #[test]
     fn the_least_recently_used_files_beyond_the_limit_are_removed() {
-        let root = scratch("prune");
-        let engine = Engine::default();
-        let mut cache = CompiledCache::open(&root, &engine).expect("cache");
+        let (root, engine, mut cache) = empty_cache("prune");
         let bytes = component_bytes();
         cache.component(&engine, "old", &bytes).expect("compiled");
         let size = std::fs::metadata(cache.dir.join("old.cwasm"))
