@@ -27,7 +27,7 @@ use wasmtime::component::Component;
 
 /// The compiled files kept, in bytes, across every engine's directory; beyond it the least
 /// recently used are removed.
-pub const SIZE_LIMIT: u64 = 2 << 30;
+pub const SIZE_LIMIT: u64 = 1 << 30;
 
 /// Compiled components on disk for one engine.
 #[derive(Debug)]
