@@ -428,7 +428,7 @@ impl Drop for Host {
 
 /// The address a host's telemetry server bound, from its log line
 /// `serving /metrics, /healthz and /readyz local_addr=<address>`.
-pub fn bound_metrics_address(log: &str) -> Option<String> {
+fn bound_metrics_address(log: &str) -> Option<String> {
     log.lines()
         .filter(|line| line.contains("serving /metrics"))
         .find_map(|line| {

@@ -32,6 +32,7 @@ pub const SIZE_LIMIT: u64 = 1 << 30;
 /// Compiled components on disk for one engine.
 #[derive(Debug)]
 pub struct CompiledCache {
+    engine: Engine,
     root: PathBuf,
     dir: PathBuf,
     size_limit: u64,
@@ -47,6 +48,7 @@ impl CompiledCache {
         let dir = root.join(format!("engine-{}", engine_key(engine)));
         std::fs::create_dir_all(&dir)?;
         Ok(Self {
+            engine: engine.clone(),
             root,
             dir,
             size_limit: SIZE_LIMIT,
@@ -59,12 +61,8 @@ impl CompiledCache {
     /// # Errors
     /// When `bytes` is not a component wasmtime can compile. A file that cannot be written or
     /// mapped is logged and the compiled component is used from memory.
-    pub fn component(
-        &self,
-        engine: &Engine,
-        digest: &str,
-        bytes: &[u8],
-    ) -> wasmtime::Result<Component> {
+    pub fn component(&self, digest: &str, bytes: &[u8]) -> wasmtime::Result<Component> {
+        let engine = &self.engine;
         let path = self.dir.join(format!("{digest}.cwasm"));
         if path.is_file() {
             match map(engine, &path) {
@@ -222,11 +220,10 @@ mod tests {
     }
 
     /// An empty cache in a scratch directory named for `name`, for a default engine.
-    fn empty_cache(name: &str) -> (PathBuf, Engine, CompiledCache) {
+    fn empty_cache(name: &str) -> (PathBuf, CompiledCache) {
         let root = scratch(name);
-        let engine = Engine::default();
-        let cache = CompiledCache::open(&root, &engine).expect("cache");
-        (root, engine, cache)
+        let cache = CompiledCache::open(&root, &Engine::default()).expect("cache");
+        (root, cache)
     }
 
     fn cwasm_files(root: &Path) -> Vec<PathBuf> {
@@ -245,11 +242,9 @@ mod tests {
 
     #[test]
     fn a_component_is_compiled_once_then_mapped_from_its_file() {
-        let (root, engine, cache) = empty_cache("once");
+        let (root, cache) = empty_cache("once");
         let bytes = component_bytes();
-        cache
-            .component(&engine, "d1", &bytes)
-            .expect("compiled and stored");
+        cache.component("d1", &bytes).expect("compiled and stored");
         let files = cwasm_files(&root);
         assert_eq!(files.len(), 1, "{files:?}");
         assert!(files[0].ends_with("d1.cwasm"), "{files:?}");
@@ -257,9 +252,9 @@ mod tests {
 
         // Another cache on the same directory maps the file instead of compiling: bytes that
         // are not a component at all load, because they are never compiled.
-        let again = CompiledCache::open(&root, &engine).expect("cache");
+        let again = CompiledCache::open(&root, &cache.engine).expect("cache");
         again
-            .component(&engine, "d1", b"not a component")
+            .component("d1", b"not a component")
             .expect("mapped from the file");
         assert_eq!(std::fs::read(&files[0]).expect("the file"), written);
         let _ = std::fs::remove_dir_all(&root);
@@ -267,22 +262,22 @@ mod tests {
 
     #[test]
     fn an_unusable_file_is_compiled_again_and_replaced() {
-        let (root, engine, cache) = empty_cache("unusable");
+        let (root, cache) = empty_cache("unusable");
         let path = cache.dir.join("d2.cwasm");
         std::fs::write(&path, b"truncated").expect("a broken file");
         cache
-            .component(&engine, "d2", &component_bytes())
+            .component("d2", &component_bytes())
             .expect("compiled again");
         let replaced = std::fs::read(&path).expect("the file");
         assert_ne!(replaced, b"truncated");
-        map(&engine, &path).expect("the replacement maps");
+        map(&cache.engine, &path).expect("the replacement maps");
         let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]
     fn a_component_that_does_not_compile_is_an_error_and_leaves_no_file() {
-        let (root, engine, cache) = empty_cache("invalid");
-        assert!(cache.component(&engine, "d3", b"\0asm garbage").is_err());
+        let (root, cache) = empty_cache("invalid");
+        assert!(cache.component("d3", b"\0asm garbage").is_err());
         assert!(cwasm_files(&root).is_empty());
         let _ = std::fs::remove_dir_all(&root);
     }
@@ -300,7 +295,7 @@ mod tests {
         for engine in [&plain, &interrupted] {
             CompiledCache::open(&root, engine)
                 .expect("cache")
-                .component(engine, "d4", &bytes)
+                .component("d4", &bytes)
                 .expect("compiled");
         }
         assert_eq!(cwasm_files(&root).len(), 2);
@@ -309,9 +304,9 @@ mod tests {
 
     #[test]
     fn the_least_recently_used_files_beyond_the_limit_are_removed() {
-        let (root, engine, mut cache) = empty_cache("prune");
+        let (root, mut cache) = empty_cache("prune");
         let bytes = component_bytes();
-        cache.component(&engine, "old", &bytes).expect("compiled");
+        cache.component("old", &bytes).expect("compiled");
         let size = std::fs::metadata(cache.dir.join("old.cwasm"))
             .expect("stored")
             .len();
@@ -321,16 +316,16 @@ mod tests {
             .open(cache.dir.join("old.cwasm"))
             .and_then(|file| file.set_modified(past))
             .expect("aged");
-        cache.component(&engine, "used", &bytes).expect("compiled");
+        cache.component("used", &bytes).expect("compiled");
         std::fs::File::options()
             .append(true)
             .open(cache.dir.join("used.cwasm"))
             .and_then(|file| file.set_modified(past))
             .expect("aged");
         // A hit marks "used" as used now; with room for two files, a third removes "old".
-        cache.component(&engine, "used", b"").expect("mapped");
+        cache.component("used", b"").expect("mapped");
         cache.size_limit = 2 * size;
-        cache.component(&engine, "new", &bytes).expect("compiled");
+        cache.component("new", &bytes).expect("compiled");
         let names: Vec<String> = cwasm_files(&root)
             .iter()
             .map(|path| {

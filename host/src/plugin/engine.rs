@@ -273,7 +273,7 @@ impl PluginEngine {
     /// When `bytes` is not a component this engine can compile.
     pub fn component(&self, digest: &str, bytes: &[u8]) -> wasmtime::Result<Component> {
         match &self.compiled {
-            Some(cache) => cache.component(&self.engine, digest, bytes),
+            Some(cache) => cache.component(digest, bytes),
             None => Component::new(&self.engine, bytes),
         }
     }
