@@ -311,3 +311,42 @@ async fn a_rebuilt_plugin_leaves_no_queue_depth_behind() {
     })
     .await;
 }
+
+/// A module idle for `--unload-idle-modules-after` has its compiled code unmapped, and the next
+/// object's reconcile maps it again from the module cache: the guest runs as before, nothing
+/// fails, and it is unloaded again once idle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_module_is_unloaded_and_its_next_call_maps_it_again() {
+    let server = server().await;
+    let dir = scratch("idle-unload");
+    let plugins = dir.join("plugins");
+    plugin_dir(&plugins, "testbed", &component("testbed"), "");
+    let host = Host::start_with(
+        &server,
+        &dir,
+        std::slice::from_ref(&plugins),
+        &["--unload-idle-modules-after", "300ms"],
+    );
+    let loaded = "reconcile_host_plugin_modules{state=\"loaded\"}";
+    let unloaded = "reconcile_host_plugin_modules{state=\"unloaded\"}";
+    for (round, name) in (1..).zip(["first", "second", "third"]) {
+        create(&server, &labelled(name, "testbed", &[])).await;
+        seen(&server, name).await;
+        eventually_async(&format!("unloaded after `{name}`"), || async {
+            let states = (host.metric(loaded).await, host.metric(unloaded).await);
+            (states == (0.0, 1.0)).then_some(())
+        })
+        .await;
+        eventually_async(&format!("{round} unloads logged"), || async {
+            let unloads = host.log().matches("unloaded idle plugin modules").count();
+            (unloads >= round).then_some(())
+        })
+        .await;
+    }
+    for reason in ["trap", "instantiate", "deadline", "memory", "error"] {
+        let series = format!(
+            "reconcile_host_plugin_failures_total{{plugin=\"testbed\",reason=\"{reason}\"}}"
+        );
+        assert_eq!(host.metric(&series).await, 0.0, "{series}");
+    }
+}

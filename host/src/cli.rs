@@ -145,6 +145,10 @@ pub struct RunArgs {
     /// $XDG_CACHE_HOME/reconcile-host/modules or ~/.cache/reconcile-host/modules].
     #[arg(long, env = "RECONCILE_HOST_MODULE_CACHE", value_name = "DIR")]
     pub module_cache: Option<PathBuf>,
+    /// Unmap a plugin module's compiled code after it goes this long without a call; its next
+    /// call maps it again from the module cache (0s: never) [default: 60s].
+    #[arg(long, env = "RECONCILE_HOST_UNLOAD_IDLE_MODULES_AFTER", value_parser = duration::parse)]
+    pub unload_idle_modules_after: Option<Duration>,
     /// Also write every recorded reconcile (failures, and keys asked for on the health port)
     /// to this directory, one JSON bundle a file, for `reconcile-host replay`.
     #[arg(long, env = "RECONCILE_HOST_RECORD_DIR", value_name = "DIR")]
@@ -190,6 +194,10 @@ impl RunArgs {
         set(
             &mut config.module_cache,
             self.module_cache.clone().map(Some),
+        );
+        set(
+            &mut config.modules.unload_idle_after,
+            self.unload_idle_modules_after,
         );
         set(
             &mut config.recording.directory,

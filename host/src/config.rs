@@ -78,6 +78,8 @@ pub struct HostConfig {
     /// Where compiled plugin modules are kept between runs; `None`: `$XDG_CACHE_HOME` or
     /// `~/.cache`, under `reconcile-host/modules` (no cache if neither is known).
     pub module_cache: Option<PathBuf>,
+    /// Plugin modules in memory.
+    pub modules: ModulesConfig,
     /// OCI registries: insecure hosts, extra CAs, credentials, the pulled-module cache.
     pub oci: crate::plugin::oci::OciSettings,
     /// Recorded reconciles: failures and keys asked for.
@@ -267,6 +269,26 @@ impl Default for PluginClientConfig {
             burst: 10,
             max_qps: 100.0,
             max_burst: 200,
+        }
+    }
+}
+
+/// `modules:` settings.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ModulesConfig {
+    /// How long a plugin module may go without a call before its compiled code is unmapped
+    /// (its next call maps it again from the module cache: about a millisecond for a
+    /// JavaScript module, 17 for a Python one); zero keeps every module loaded. Without a
+    /// module cache, modules stay loaded.
+    #[serde(with = "duration")]
+    pub unload_idle_after: Duration,
+}
+
+impl Default for ModulesConfig {
+    fn default() -> Self {
+        Self {
+            unload_idle_after: Duration::from_secs(60),
         }
     }
 }

@@ -190,6 +190,10 @@ async fn host(
     if let (Some(objects), Some(plugins)) = (objects, &plugins) {
         tokio::spawn(objects.run(plugins.clone(), runtime.leading(), shutdown.clone()));
     }
+    if let Some(plugins) = &plugins {
+        let idle = config.modules.unload_idle_after;
+        tokio::spawn(Arc::clone(plugins).unload_idle_modules(idle, shutdown.clone()));
+    }
     if let Some(gate) = &startup {
         gate.set_ready();
     }

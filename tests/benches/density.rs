@@ -11,9 +11,11 @@
 //!    - start-up: process start → `/readyz` 200 (the host's own readiness: API server answered,
 //!      plugins loaded, every cache listed), and → every plugin has reconciled its 100 objects
 //!      (`controller_runtime_reconcile_total`);
-//!    - memory idle (2 s after the last reconcile) and while every plugin reconciles (all
-//!      N × 100 objects replaced 5 times in a row; the peak of VmRSS sampled every 10 ms, and the
-//!      breakdown at the end): VmRSS, and from `/proc/<pid>/smaps` anonymous and file-backed RSS,
+//!    - memory idle (2 s after the last reconcile), idle with every module unloaded (the host
+//!      runs with `--unload-idle-modules-after 10s`; measured once
+//!      `reconcile_host_plugin_modules{state="unloaded"}` is N) and while every plugin reconciles
+//!      again, its module mapped back by its first call (all N × 100 objects replaced 5 times in
+//!      a row; the peak of VmRSS sampled every 10 ms, and the breakdown at the end): VmRSS, and from `/proc/<pid>/smaps` anonymous and file-backed RSS,
 //!      and what of it is the wasm instance pool (mappings of 256 MiB or more: wasmtime's
 //!      reservations; and pages written in a memory's copy-on-write image), memory images as
 //!      mapped, compiled guest code (executable mappings, anonymous or of the module cache's
@@ -50,6 +52,9 @@ const GROUP: &str = "density.test";
 const NAMESPACE: &str = "density";
 /// Upper bound of any wait of the bench.
 const LIMIT: Duration = Duration::from_secs(300);
+/// The host's `--unload-idle-modules-after`: long past the idle measurement, 2 s after the
+/// last reconcile.
+const UNLOAD_AFTER: Duration = Duration::from_secs(10);
 
 fn kind(i: usize) -> String {
     format!("Density{i:03}")
@@ -296,6 +301,17 @@ async fn reconciles(metrics: &str) -> f64 {
         .sum()
 }
 
+/// The host's `reconcile_host_plugin_modules{state="<state>"}`.
+async fn modules(metrics: &str, state: &str) -> f64 {
+    let series = format!("reconcile_host_plugin_modules{{state=\"{state}\"}} ");
+    let Some(body) = http_get(metrics, "/metrics").await else {
+        return 0.0;
+    };
+    body.lines()
+        .find_map(|l| l.strip_prefix(&series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
 async fn ready(metrics: &str) -> bool {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let Ok(mut stream) = tokio::net::TcpStream::connect(metrics).await else {
@@ -341,6 +357,10 @@ fn host_command(kubeconfig: &Path, metrics: &str, plugins: &[PathBuf]) -> Comman
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .args(["--leader-elect", "false"])
+        .args([
+            "--unload-idle-modules-after",
+            &format!("{}s", UNLOAD_AFTER.as_secs()),
+        ])
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
@@ -354,6 +374,9 @@ struct HostRun {
     ready: Duration,
     reconciled: Duration,
     idle: Memory,
+    /// Modules loaded at the idle measurement.
+    idle_loaded: f64,
+    unloaded: Memory,
     busy_peak: u64,
     busy: Memory,
 }
@@ -380,6 +403,14 @@ async fn run_host(
     tokio::time::sleep(Duration::from_secs(2)).await;
     let pid = host.pid();
     let idle = memory(pid);
+    let idle_loaded = modules(&metrics, "loaded").await;
+
+    // Idle past UNLOAD_AFTER: every module unloaded.
+    until("every module unloaded", Some(&host), || async {
+        modules(&metrics, "unloaded").await >= n as f64
+    })
+    .await;
+    let unloaded = memory(pid);
 
     // Busy: every object replaced 5 times; VmRSS sampled meanwhile.
     let before = reconciles(&metrics).await;
@@ -424,6 +455,8 @@ async fn run_host(
         ready: ready_after,
         reconciled,
         idle,
+        idle_loaded,
+        unloaded,
         busy_peak: peak.load(Ordering::Relaxed).max(busy.rss),
         busy,
     }
@@ -494,6 +527,8 @@ struct Row {
     n: usize,
     rss: u64,
     pss: u64,
+    /// The host's idle RSS once every module is unloaded.
+    unloaded: Option<u64>,
     busy: Option<u64>,
     ready: Option<Duration>,
     synced: Duration,
@@ -502,19 +537,20 @@ struct Row {
 fn print_table(table: &[Row]) {
     let opt = |v: Option<String>| v.unwrap_or_else(|| "—".to_owned());
     println!(
-        "\n| N | what | RSS idle (MiB) | PSS idle (MiB) | RSS while reconciling, peak (MiB) | \
-         /readyz (s) | all objects reconciled (s) |"
+        "\n| N | what | RSS idle (MiB) | PSS idle (MiB) | RSS idle, modules unloaded (MiB) | \
+         RSS while reconciling, peak (MiB) | /readyz (s) | all objects reconciled (s) |"
     );
-    println!("| ---: | --- | ---: | ---: | ---: | ---: | ---: |");
+    println!("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |");
     let mut rows: Vec<&Row> = table.iter().collect();
     rows.sort_by_key(|r| r.n);
     for r in rows {
         println!(
-            "| {} | {} | {:.1} | {:.1} | {} | {} | {:.2} |",
+            "| {} | {} | {:.1} | {:.1} | {} | {} | {} | {:.2} |",
             r.n,
             r.what,
             mib(r.rss),
             mib(r.pss),
+            opt(r.unloaded.map(|b| format!("{:.1}", mib(b)))),
             opt(r.busy.map(|b| format!("{:.1}", mib(b)))),
             opt(r.ready.map(|d| format!("{:.2}", d.as_secs_f64()))),
             r.synced.as_secs_f64()
@@ -623,7 +659,9 @@ async fn main() {
                  idle_rss_mib={:.1} idle_pss_mib={:.1} idle_anon_mib={:.1} idle_file_mib={:.1} idle_pool_mib={:.1} \
                  idle_images_mib={:.1} idle_code_mib={:.1} idle_code_mapped_mib={:.1} idle_code_data_mib={:.1} idle_heap_mib={:.1} busy_peak_rss_mib={:.1} \
                  busy_rss_mib={:.1} busy_pool_mib={:.1} busy_heap_mib={:.1} \
-                 idle_rss_per_plugin_mib={:.2} load=\"{load}\"",
+                 idle_rss_per_plugin_mib={:.2} idle_modules_loaded={} unloaded_rss_mib={:.1} \
+                 unloaded_pss_mib={:.1} unloaded_pool_mib={:.1} unloaded_images_mib={:.1} \
+                 unloaded_code_mib={:.1} unloaded_heap_mib={:.1} load=\"{load}\"",
                 run.ready.as_secs_f64(),
                 run.reconciled.as_secs_f64(),
                 mib(run.idle.rss),
@@ -641,12 +679,20 @@ async fn main() {
                 mib(run.busy.pool),
                 mib(run.busy.rest),
                 per(run.idle.rss),
+                run.idle_loaded,
+                mib(run.unloaded.rss),
+                mib(run.unloaded.pss),
+                mib(run.unloaded.pool),
+                mib(run.unloaded.images),
+                mib(run.unloaded.code),
+                mib(run.unloaded.rest),
             );
             table.push(Row {
                 what: format!("reconcile-host, {lang} plugins"),
                 n,
                 rss: run.idle.rss,
                 pss: run.idle.pss,
+                unloaded: Some(run.unloaded.rss),
                 busy: Some(run.busy_peak),
                 ready: Some(run.ready),
                 synced: run.reconciled,
@@ -675,6 +721,7 @@ async fn main() {
                 n,
                 rss: total.rss,
                 pss: total.pss,
+                unloaded: None,
                 busy: None,
                 ready: None,
                 synced,

@@ -96,6 +96,19 @@ impl CompiledCache {
         from_memory(engine, &compiled)
     }
 
+    /// The component with SHA-256 `digest`, mapped from its file, when the cache holds a usable
+    /// one (which it then marks as used); `None` otherwise.
+    #[must_use]
+    pub fn mapped(&self, digest: &str) -> Option<Component> {
+        let path = self.dir.join(format!("{digest}.cwasm"));
+        if !path.is_file() {
+            return None;
+        }
+        let component = map(&self.engine, &path).ok()?;
+        touch(&path);
+        Some(component)
+    }
+
     /// Writes `compiled` to `path` through a temporary file in the same directory, then keeps
     /// the cache within its size limit.
     fn store(&self, path: &Path, compiled: &[u8]) -> std::io::Result<()> {
@@ -257,6 +270,17 @@ mod tests {
             .component("d1", b"not a component")
             .expect("mapped from the file");
         assert_eq!(std::fs::read(&files[0]).expect("the file"), written);
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn only_a_usable_file_is_mapped_by_digest_alone() {
+        let (root, cache) = empty_cache("mapped");
+        assert!(cache.mapped("d4").is_none(), "nothing compiled yet");
+        cache.component("d4", &component_bytes()).expect("compiled");
+        assert!(cache.mapped("d4").is_some(), "the file written is mapped");
+        std::fs::write(cache.dir.join("d5.cwasm"), b"truncated").expect("a broken file");
+        assert!(cache.mapped("d5").is_none(), "a broken file is not used");
         let _ = std::fs::remove_dir_all(&root);
     }
 

@@ -168,6 +168,13 @@ impl InstancePool {
     }
 }
 
+impl InstancePool {
+    /// Drops every idle instance.
+    pub(crate) fn clear(&self) {
+        self.idle.lock().clear();
+    }
+}
+
 /// A call's recording or replay: handed to the store for the call, taken back after it.
 #[derive(Debug, Default)]
 pub struct CallSession {
@@ -202,6 +209,7 @@ pub(crate) async fn reconcile(
     let limits = plugin.manifest.limits;
     // One deadline for the whole call, instantiation included.
     let deadline = Instant::now() + limits.deadline;
+    module.touch();
     let warm = pool.and_then(|pool| pool.idle.lock().pop());
     session.fresh = warm.is_none();
     let (mut warm, instantiated) = match warm {
@@ -266,7 +274,11 @@ async fn instantiate(
     // Set before instantiation: a guest's start-up reads of the clocks and random sources are
     // part of the call.
     *state.session.lock() = session.session.take();
-    let mut store = Store::new(module.pre().engine(), state);
+    let pre = module
+        .pre()
+        .await
+        .map_err(|error| GuestFailure::Instantiate(error.into()))?;
+    let mut store = Store::new(pre.engine(), state);
     store.limiter(|state| &mut state.limiter);
     store.epoch_deadline_callback(|store| {
         if Instant::now() >= store.data().deadline {
@@ -280,7 +292,7 @@ async fn instantiate(
     let limits = plugin.manifest.limits;
     let instance = tokio::time::timeout_at(
         (deadline + DEADLINE_GRACE).into(),
-        module.pre().instance_pre().instantiate_async(&mut store),
+        pre.instance_pre().instantiate_async(&mut store),
     )
     .await
     .map_err(|_elapsed| GuestFailure::Deadline(limits.deadline))?

@@ -4,13 +4,17 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Weak};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Weak};
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
+use wasmtime::component::Component;
 
 use super::bindings::ReconcilerPre;
 use super::engine::{PluginEngine, is_withheld, stub_withheld};
+use super::invoke::InstancePool;
 use super::state::GuestState;
 
 /// The WIT package every component must be built against.
@@ -52,6 +56,20 @@ pub enum LoadError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// A module unloaded while idle cannot be brought back: the module cache no longer holds
+    /// its compiled form and its file no longer holds its content.
+    #[error(
+        "cannot load the idle plugin module {digest} again: the module cache no longer holds it \
+         and {path} has changed since; the plugin takes up the new content when its source \
+         change is picked up (keep the module cache directory from being cleaned while the \
+         host runs)"
+    )]
+    Gone {
+        /// The module's path.
+        path: PathBuf,
+        /// The content it had.
+        digest: String,
+    },
     /// The component does not export `reconcile` with the world's signature.
     #[error(
         "component {path} does not match the `reconciler` world: it must export `reconcile: \
@@ -67,11 +85,24 @@ pub enum LoadError {
     },
 }
 
-/// A compiled, checked component.
+/// A compiled, checked component. Its compiled code stays mapped while it is used; once
+/// [`ModuleLoader::unload_idle`] finds it unused for a while, the code is unmapped (and the
+/// instances kept for reuse dropped), and the next call maps it again from the module cache.
 pub struct Module {
     digest: String,
-    pre: ReconcilerPre<GuestState>,
     imports: Vec<String>,
+    /// Where its bytes were read: read again, and checked against `digest`, when the module
+    /// cache no longer holds its compiled form.
+    source: PathBuf,
+    engine: PluginEngine,
+    /// The pre-linked component; `None` while unloaded.
+    linked: Mutex<Option<ReconcilerPre<GuestState>>>,
+    /// Milliseconds since [`origin`] of its last call.
+    used: AtomicU64,
+    /// One reload at a time.
+    reloading: tokio::sync::Mutex<()>,
+    /// The reuse pools of the plugins running it, emptied when it is unloaded.
+    pools: Mutex<Vec<Weak<InstancePool>>>,
 }
 
 impl std::fmt::Debug for Module {
@@ -79,8 +110,19 @@ impl std::fmt::Debug for Module {
         f.debug_struct("Module")
             .field("digest", &self.digest)
             .field("imports", &self.imports)
+            .field("loaded", &self.is_loaded())
             .finish_non_exhaustive()
     }
+}
+
+/// Where module use times are counted from.
+fn origin() -> Instant {
+    static ORIGIN: LazyLock<Instant> = LazyLock::new(Instant::now);
+    *ORIGIN
+}
+
+fn millis_now() -> u64 {
+    u64::try_from(origin().elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
 impl Module {
@@ -96,8 +138,69 @@ impl Module {
         &self.imports
     }
 
-    pub(crate) fn pre(&self) -> &ReconcilerPre<GuestState> {
-        &self.pre
+    /// Whether its compiled code is mapped (not unloaded).
+    #[must_use]
+    pub fn is_loaded(&self) -> bool {
+        self.linked.lock().is_some()
+    }
+
+    /// Marks the module as used now: a call on a reused instance does not ask for
+    /// [`pre`](Self::pre).
+    pub(crate) fn touch(&self) {
+        self.used.store(millis_now(), Ordering::Relaxed);
+    }
+
+    /// Empties `pool` when the module is unloaded, so that its idle instances do not keep the
+    /// compiled code mapped.
+    pub(crate) fn keep_pool(&self, pool: &Arc<InstancePool>) {
+        let mut pools = self.pools.lock();
+        pools.retain(|pool| pool.strong_count() > 0);
+        pools.push(Arc::downgrade(pool));
+    }
+
+    /// The pre-linked component, mapped again from the module cache if it was unloaded.
+    ///
+    /// # Errors
+    /// When an unloaded module cannot be brought back: the module cache no longer holds it and
+    /// its source file no longer holds its content (or cannot be compiled).
+    pub(crate) async fn pre(&self) -> Result<ReconcilerPre<GuestState>, LoadError> {
+        self.touch();
+        if let Some(pre) = &*self.linked.lock() {
+            return Ok(pre.clone());
+        }
+        let _one_at_a_time = self.reloading.lock().await;
+        if let Some(pre) = &*self.linked.lock() {
+            return Ok(pre.clone());
+        }
+        let (engine, source, digest) = (
+            self.engine.clone(),
+            self.source.clone(),
+            self.digest.clone(),
+        );
+        let started = Instant::now();
+        let pre = tokio::task::spawn_blocking(move || relink(&engine, &source, &digest))
+            .await
+            .unwrap_or_else(|join| std::panic::resume_unwind(join.into_panic()))?;
+        tracing::debug!(digest = %self.digest, elapsed = ?started.elapsed(),
+            "idle plugin module loaded again");
+        *self.linked.lock() = Some(pre.clone());
+        Ok(pre)
+    }
+
+    /// Unloads the module when its last call is `idle` or longer ago; whether it did.
+    fn unload_if_idle(&self, idle: Duration) -> bool {
+        let idle = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
+        let mut linked = self.linked.lock();
+        if linked.is_none() || millis_now().saturating_sub(self.used.load(Ordering::Relaxed)) < idle
+        {
+            return false;
+        }
+        *linked = None;
+        drop(linked);
+        for pool in self.pools.lock().iter().filter_map(Weak::upgrade) {
+            pool.clear();
+        }
+        true
     }
 }
 
@@ -159,6 +262,36 @@ impl ModuleLoader {
         loaded.insert(module.digest.clone(), Arc::downgrade(&module));
         Ok(module)
     }
+
+    /// Unloads every module whose last call is `idle` or longer ago (see [`Module`]); how
+    /// many it unloaded. Does nothing without a module cache, where loading again would mean
+    /// compiling again.
+    pub fn unload_idle(&self, idle: Duration) -> usize {
+        if !self.engine.has_module_cache() {
+            return 0;
+        }
+        self.modules()
+            .iter()
+            .filter(|module| module.unload_if_idle(idle))
+            .count()
+    }
+
+    /// How many modules in use are loaded, and how many unloaded.
+    #[must_use]
+    pub fn counts(&self) -> (usize, usize) {
+        let modules = self.modules();
+        let loaded = modules.iter().filter(|module| module.is_loaded()).count();
+        (loaded, modules.len() - loaded)
+    }
+
+    /// The modules some plugin still holds.
+    fn modules(&self) -> Vec<Arc<Module>> {
+        self.loaded
+            .lock()
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect()
+    }
 }
 
 fn compile(
@@ -167,23 +300,49 @@ fn compile(
     bytes: &[u8],
     digest: String,
 ) -> Result<Module, LoadError> {
-    let boxed =
-        |error: wasmtime::Error| -> Box<dyn std::error::Error + Send + Sync> { error.into() };
     let component = engine
         .component(&digest, bytes)
         .map_err(|error| LoadError::Compile {
             path: path.to_owned(),
-            source: boxed(error),
+            source: error.into(),
         })?;
-    let imports = component
+    let imports = imports_of(engine, &component);
+    let pre = link(engine, path, &component, &imports)?;
+    Ok(Module {
+        digest,
+        imports,
+        source: path.to_owned(),
+        engine: engine.clone(),
+        linked: Mutex::new(Some(pre)),
+        used: AtomicU64::new(millis_now()),
+        reloading: tokio::sync::Mutex::new(()),
+        pools: Mutex::default(),
+    })
+}
+
+/// The interfaces `component` imports.
+fn imports_of(engine: &PluginEngine, component: &Component) -> Vec<String> {
+    component
         .component_type()
         .imports(engine.engine())
         .map(|(name, _)| name.to_owned())
-        .collect::<Vec<String>>();
+        .collect()
+}
+
+/// `component` (read from `path`, importing `imports`) linked with the host's interfaces and
+/// checked against the world.
+fn link(
+    engine: &PluginEngine,
+    path: &Path,
+    component: &Component,
+    imports: &[String],
+) -> Result<ReconcilerPre<GuestState>, LoadError> {
+    let boxed =
+        |error: wasmtime::Error| -> Box<dyn std::error::Error + Send + Sync> { error.into() };
     let stubbed;
     let linker = if imports.iter().any(|name| is_withheld(name)) {
         let mut linker = engine.linker().clone();
-        stub_withheld(&mut linker, &component).map_err(|error| LoadError::Imports {
+        stub_withheld(&mut linker, component).map_err(|error| LoadError::Imports {
             path: path.to_owned(),
             source: boxed(error),
         })?;
@@ -193,20 +352,47 @@ fn compile(
         engine.linker()
     };
     let instance_pre = linker
-        .instantiate_pre(&component)
+        .instantiate_pre(component)
         .map_err(|error| LoadError::Imports {
             path: path.to_owned(),
             source: boxed(error),
         })?;
-    let pre = ReconcilerPre::new(instance_pre).map_err(|error| LoadError::World {
+    ReconcilerPre::new(instance_pre).map_err(|error| LoadError::World {
         path: path.to_owned(),
         source: boxed(error),
-    })?;
-    Ok(Module {
-        digest,
-        pre,
-        imports,
     })
+}
+
+/// An unloaded module (content `digest`, read from `source`) linked again: mapped from the
+/// module cache, else compiled again from `source` if it still holds that content.
+fn relink(
+    engine: &PluginEngine,
+    source: &Path,
+    digest: &str,
+) -> Result<ReconcilerPre<GuestState>, LoadError> {
+    let component = match engine.cached(digest) {
+        Some(component) => component,
+        None => {
+            let bytes = std::fs::read(source).map_err(|error| LoadError::Read {
+                path: source.to_owned(),
+                source: error,
+            })?;
+            if hex_sha256(&bytes) != digest {
+                return Err(LoadError::Gone {
+                    path: source.to_owned(),
+                    digest: digest.to_owned(),
+                });
+            }
+            engine
+                .component(digest, &bytes)
+                .map_err(|error| LoadError::Compile {
+                    path: source.to_owned(),
+                    source: error.into(),
+                })?
+        }
+    };
+    let imports = imports_of(engine, &component);
+    link(engine, source, &component, &imports)
 }
 
 /// The SHA-256 of `bytes` in hex: a module's digest.

@@ -39,7 +39,7 @@ pub struct Loaded {
     /// The module.
     pub module: Arc<Module>,
     /// Idle instances, when the manifest asks for instance reuse.
-    pub pool: Option<InstancePool>,
+    pub pool: Option<Arc<InstancePool>>,
     /// The module's reconcile counts and times, when metrics are kept.
     series: Option<ModuleSeries>,
 }
@@ -185,8 +185,12 @@ impl Plugin {
             series: metrics.map(|metrics| {
                 metrics.plugin_module(&context.name, module.digest(), &MODULE_RESULTS)
             }),
+            pool: context.manifest.instance_reuse.map(|policy| {
+                let pool = Arc::new(InstancePool::new(policy));
+                module.keep_pool(&pool);
+                pool
+            }),
             module,
-            pool: context.manifest.instance_reuse.map(InstancePool::new),
         }
     }
 
@@ -311,7 +315,7 @@ impl Plugin {
         let result = invoke::reconcile(
             &loaded.module,
             &self.context,
-            loaded.pool.as_ref(),
+            loaded.pool.as_deref(),
             request,
             tape,
             &mut session,

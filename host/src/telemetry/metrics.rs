@@ -88,6 +88,7 @@ struct Families {
     module_time: HistogramFamily<ResultLabels>,
     shadow_runs: Family<ResultLabels, Counter>,
     shadow_diffs: Family<ThreeLabels, Counter>,
+    plugin_modules: Family<OneLabel, Gauge>,
 }
 
 impl Families {
@@ -127,6 +128,7 @@ impl Families {
             module_time: Family::new_with_constructor(reconcile_time_histogram),
             shadow_runs: Family::default(),
             shadow_diffs: Family::default(),
+            plugin_modules: Family::default(),
         };
         let f = &families;
         registry.register(
@@ -274,6 +276,12 @@ impl Families {
             "reconcile_host_plugin_hot_requeues",
             "requeue-after answers shorter than the plugin's minimum, raised to it",
             f.plugin_hot_requeues.clone(),
+        );
+        registry.register(
+            "reconcile_host_plugin_modules",
+            "Plugin modules in use, by state: loaded (compiled code mapped) or unloaded (idle, \
+             mapped again from the module cache by the next call)",
+            f.plugin_modules.clone(),
         );
         registry.register(
             "reconcile_host_plugin_guest_seconds",
@@ -581,6 +589,24 @@ impl Metrics {
         self.on_scrape(move || {
             let seen = counter.get();
             counter.inc_by(fence.refused().saturating_sub(seen));
+        })
+    }
+
+    /// Keeps `reconcile_host_plugin_modules{state="loaded"|"unloaded"}` equal to what `counts`
+    /// returns (loaded, unloaded), read before every scrape. Keep the hook while the modules
+    /// are used.
+    #[must_use = "dropping the hook unregisters it at once"]
+    pub fn report_plugin_modules_on_scrape(
+        &self,
+        counts: impl Fn() -> (usize, usize) + Send + Sync + 'static,
+    ) -> ScrapeHook {
+        let family = &self.inner.families.plugin_modules;
+        let loaded = family.get_or_create_owned(&label("state", "loaded"));
+        let unloaded = family.get_or_create_owned(&label("state", "unloaded"));
+        self.on_scrape(move || {
+            let (now_loaded, now_unloaded) = counts();
+            loaded.set(i64::try_from(now_loaded).unwrap_or(i64::MAX));
+            unloaded.set(i64::try_from(now_unloaded).unwrap_or(i64::MAX));
         })
     }
 

@@ -34,6 +34,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio_util::sync::CancellationToken;
+
 use super::api::ApiProvider;
 use super::manifest::ManifestError;
 use super::module::{LoadError, ModuleLoader};
@@ -193,6 +195,37 @@ impl Plugins {
     pub fn with_recording(mut self, settings: crate::plugin::record::RecordingSettings) -> Self {
         self.recording = settings;
         self
+    }
+
+    /// Unloads the plugin modules idle for `idle` or longer (see
+    /// [`Module`](super::module::Module)), looking every quarter of `idle` and at least once a
+    /// second, and reports `reconcile_host_plugin_modules` on every scrape, until `stop`. A zero
+    /// `idle` unloads nothing.
+    pub async fn unload_idle_modules(self: Arc<Self>, idle: Duration, stop: CancellationToken) {
+        let counts = Arc::clone(&self);
+        let _hook = (self.runtime.telemetry().metrics())
+            .report_plugin_modules_on_scrape(move || counts.loader.counts());
+        if idle.is_zero() || !self.loader.engine().has_module_cache() {
+            if !idle.is_zero() {
+                tracing::info!("no module cache: idle plugin modules stay loaded");
+            }
+            stop.cancelled().await;
+            return;
+        }
+        let period = (idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let unloaded = self.loader.unload_idle(idle);
+            if unloaded > 0 {
+                tracing::info!(modules = unloaded, idle = ?idle,
+                    "unloaded idle plugin modules; their next call maps them again");
+            }
+        }
     }
 
     /// What the plugin source `path` (a manifest file) is doing: the module serving from it,
