@@ -11,6 +11,7 @@ pub mod dev;
 pub mod election;
 pub mod exit;
 pub mod file_changes;
+pub mod heap;
 pub mod informer;
 pub mod leftovers;
 pub mod plugin;

@@ -222,6 +222,7 @@ impl Plugins {
             }
             let unloaded = self.loader.unload_idle(idle);
             if unloaded > 0 {
+                crate::heap::release_free_memory();
                 tracing::info!(modules = unloaded, idle = ?idle,
                     "unloaded idle plugin modules; their next call maps them again");
             }
