@@ -187,20 +187,18 @@ impl Module {
         Ok(pre)
     }
 
-    /// Unloads the module when its last call is `idle` or longer ago; whether it did.
+    /// Unloads the module when its last call is `idle` or longer ago; whether it was loaded.
+    /// The reuse pools are emptied at every look while it is idle: a call that began before
+    /// an unload returns its instance to the pool after it.
     fn unload_if_idle(&self, idle: Duration) -> bool {
         let idle = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
-        let mut linked = self.linked.lock();
-        if linked.is_none() || millis_now().saturating_sub(self.used.load(Ordering::Relaxed)) < idle
-        {
+        if millis_now().saturating_sub(self.used.load(Ordering::Relaxed)) < idle {
             return false;
         }
-        *linked = None;
-        drop(linked);
         for pool in self.pools.lock().iter().filter_map(Weak::upgrade) {
             pool.clear();
         }
-        true
+        self.linked.lock().take().is_some()
     }
 }
 
