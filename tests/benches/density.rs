@@ -168,6 +168,28 @@ struct Memory {
     rest: u64,
 }
 
+impl Memory {
+    /// `<prefix>_rss_mib=… <prefix>_pss_mib=…`: every figure, for a `RESULT` line.
+    fn fields(&self, prefix: &str) -> String {
+        [
+            ("rss", self.rss),
+            ("pss", self.pss),
+            ("anon", self.anon),
+            ("file", self.file),
+            ("pool", self.pool),
+            ("images", self.images),
+            ("code", self.code),
+            ("code_mapped", self.code_mapped),
+            ("code_data", self.code_data),
+            ("heap", self.rest),
+        ]
+        .iter()
+        .map(|(name, bytes)| format!("{prefix}_{name}_mib={:.1}", mib(*bytes)))
+        .collect::<Vec<_>>()
+        .join(" ")
+    }
+}
+
 impl std::ops::AddAssign for Memory {
     fn add_assign(&mut self, o: Self) {
         self.rss += o.rss;
@@ -655,37 +677,17 @@ async fn main() {
             let run = run_host(&server, &kubeconfig, &manifests[..n], &mut round).await;
             let per = |bytes: u64| mib(bytes) / n as f64;
             println!(
-                "RESULT density host lang={lang} n={n} ready_s={:.3} reconciled_s={:.3} \
-                 idle_rss_mib={:.1} idle_pss_mib={:.1} idle_anon_mib={:.1} idle_file_mib={:.1} idle_pool_mib={:.1} \
-                 idle_images_mib={:.1} idle_code_mib={:.1} idle_code_mapped_mib={:.1} idle_code_data_mib={:.1} idle_heap_mib={:.1} busy_peak_rss_mib={:.1} \
-                 busy_rss_mib={:.1} busy_pool_mib={:.1} busy_heap_mib={:.1} \
-                 idle_rss_per_plugin_mib={:.2} idle_modules_loaded={} unloaded_rss_mib={:.1} \
-                 unloaded_pss_mib={:.1} unloaded_pool_mib={:.1} unloaded_images_mib={:.1} \
-                 unloaded_code_mib={:.1} unloaded_heap_mib={:.1} load=\"{load}\"",
+                "RESULT density host lang={lang} n={n} ready_s={:.3} reconciled_s={:.3} {} \
+                 busy_peak_rss_mib={:.1} {} idle_rss_per_plugin_mib={:.2} \
+                 idle_modules_loaded={} {} load=\"{load}\"",
                 run.ready.as_secs_f64(),
                 run.reconciled.as_secs_f64(),
-                mib(run.idle.rss),
-                mib(run.idle.pss),
-                mib(run.idle.anon),
-                mib(run.idle.file),
-                mib(run.idle.pool),
-                mib(run.idle.images),
-                mib(run.idle.code),
-                mib(run.idle.code_mapped),
-                mib(run.idle.code_data),
-                mib(run.idle.rest),
+                run.idle.fields("idle"),
                 mib(run.busy_peak),
-                mib(run.busy.rss),
-                mib(run.busy.pool),
-                mib(run.busy.rest),
+                run.busy.fields("busy"),
                 per(run.idle.rss),
                 run.idle_loaded,
-                mib(run.unloaded.rss),
-                mib(run.unloaded.pss),
-                mib(run.unloaded.pool),
-                mib(run.unloaded.images),
-                mib(run.unloaded.code),
-                mib(run.unloaded.rest),
+                run.unloaded.fields("unloaded"),
             );
             table.push(Row {
                 what: format!("reconcile-host, {lang} plugins"),
