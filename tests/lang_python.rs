@@ -460,7 +460,12 @@ async fn a_python_build_against_another_world_is_refused_at_load_naming_the_file
     let mut host = tool("run")
         .arg("--kubeconfig")
         .arg(&kubeconfig)
-        .args(["--leader-elect", "false", "--metrics-address", "127.0.0.1:0"])
+        .args([
+            "--leader-elect",
+            "false",
+            "--metrics-address",
+            "127.0.0.1:0",
+        ])
         .arg("--plugin")
         .arg(&plugin)
         .stdout(Stdio::null())
