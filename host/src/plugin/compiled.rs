@@ -62,21 +62,11 @@ impl CompiledCache {
     /// When `bytes` is not a component wasmtime can compile. A file that cannot be written or
     /// mapped is logged and the compiled component is used from memory.
     pub fn component(&self, digest: &str, bytes: &[u8]) -> wasmtime::Result<Component> {
+        if let Some(component) = self.mapped(digest) {
+            return Ok(component);
+        }
         let engine = &self.engine;
         let path = self.dir.join(format!("{digest}.cwasm"));
-        if path.is_file() {
-            match map(engine, &path) {
-                Ok(component) => {
-                    touch(&path);
-                    return Ok(component);
-                }
-                Err(error) => tracing::warn!(
-                    path = %path.display(),
-                    error = format!("{error:#}"),
-                    "compiled module unusable; compiling it again"
-                ),
-            }
-        }
         let compiled = engine.precompile_component(bytes)?;
         match self.store(&path, &compiled) {
             Ok(()) => match map(engine, &path) {
@@ -97,16 +87,28 @@ impl CompiledCache {
     }
 
     /// The component with SHA-256 `digest`, mapped from its file, when the cache holds a usable
-    /// one (which it then marks as used); `None` otherwise.
+    /// one (which it then marks as used); `None` otherwise, with a warning for a file that is
+    /// there but unusable.
     #[must_use]
     pub fn mapped(&self, digest: &str) -> Option<Component> {
         let path = self.dir.join(format!("{digest}.cwasm"));
         if !path.is_file() {
             return None;
         }
-        let component = map(&self.engine, &path).ok()?;
-        touch(&path);
-        Some(component)
+        match map(&self.engine, &path) {
+            Ok(component) => {
+                touch(&path);
+                Some(component)
+            }
+            Err(error) => {
+                tracing::warn!(
+                    path = %path.display(),
+                    error = format!("{error:#}"),
+                    "compiled module unusable; compiling it again"
+                );
+                None
+            }
+        }
     }
 
     /// Writes `compiled` to `path` through a temporary file in the same directory, then keeps

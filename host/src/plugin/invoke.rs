@@ -166,9 +166,7 @@ impl InstancePool {
             idle: Mutex::default(),
         }
     }
-}
 
-impl InstancePool {
     /// Drops every idle instance.
     pub(crate) fn clear(&self) {
         self.idle.lock().clear();

@@ -144,8 +144,8 @@ impl Module {
         self.linked.lock().is_some()
     }
 
-    /// Marks the module as used now: a call on a reused instance does not ask for
-    /// [`pre`](Self::pre).
+    /// Marks the module as used now: every call does, before it takes an instance, fresh or
+    /// reused.
     pub(crate) fn touch(&self) {
         self.used.store(millis_now(), Ordering::Relaxed);
     }
@@ -158,13 +158,13 @@ impl Module {
         pools.push(Arc::downgrade(pool));
     }
 
-    /// The pre-linked component, mapped again from the module cache if it was unloaded.
+    /// The pre-linked component, mapped again from the module cache if it was unloaded. Does not
+    /// count as a use: a call marks that with [`touch`](Self::touch) first.
     ///
     /// # Errors
     /// When an unloaded module cannot be brought back: the module cache no longer holds it and
     /// its source file no longer holds its content (or cannot be compiled).
     pub(crate) async fn pre(&self) -> Result<ReconcilerPre<GuestState>, LoadError> {
-        self.touch();
         if let Some(pre) = &*self.linked.lock() {
             return Ok(pre.clone());
         }
