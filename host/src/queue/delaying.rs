@@ -5,10 +5,12 @@
 //! a caller folds it itself every [`FOLD_AT`] entries. So a producer adding delayed keys as fast
 //! as it can takes the timers' lock once per batch instead of once per key, and never holds up
 //! the timer task that is handing due keys to the workers (client-go's delaying queue decouples
-//! the two the same way, with a channel).
+//! the two the same way, with a channel). While a fold holds the timers, the timer task yields
+//! rather than block the worker thread it shares with workers, and the waiting keys live in a
+//! [`LayeredMap`], whose growth moves a bounded number of entries, so no fold holds the timers
+//! for long.
 
 use std::collections::BTreeMap;
-use std::collections::hash_map::Entry;
 use std::fmt;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,10 +25,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::basic::Queue;
 use super::key::Key;
+use super::layered_map::LayeredMap;
 use super::metrics::QueueMetrics;
 use super::precise::Precise;
-
-type Map<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 /// A delay so long it stands for "never" where `now + delay` would overflow the clock.
 const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
@@ -60,8 +61,9 @@ struct Timers<K> {
     /// is sorted only when it comes due, so each add is a push and each firing a pop: far
     /// cheaper than a binary heap over every waiting key.
     buckets: BTreeMap<u64, Bucket<K>>,
-    /// The live `(ready, seq)` of each waiting key; entries that disagree are stale.
-    live: Map<K, (Instant, u64)>,
+    /// The live `(ready, seq)` of each waiting key; entries that disagree are stale. Layered,
+    /// so that its growth never holds the timer task up for long.
+    live: LayeredMap<K, (Instant, u64)>,
     next_seq: u64,
 }
 
@@ -70,17 +72,14 @@ impl<K: Key> Timers<K> {
     /// time; otherwise the key waits until `ready`.
     fn insert(&mut self, origin: Instant, key: K, ready: Instant) {
         let seq = self.next_seq;
-        let key = match self.live.entry(key) {
-            Entry::Occupied(mut live) => {
-                if live.get().0 <= ready {
-                    return;
-                }
-                live.insert((ready, seq));
-                live.key().clone()
+        let key = match self.live.get_mut(&key) {
+            Some((_, live)) if live.0 <= ready => return,
+            Some((key, live)) => {
+                *live = (ready, seq);
+                key.clone()
             }
-            Entry::Vacant(vacant) => {
-                let key = vacant.key().clone();
-                vacant.insert((ready, seq));
+            None => {
+                self.live.insert_new(key.clone(), (ready, seq));
                 key
             }
         };
@@ -160,12 +159,29 @@ impl<K: Key> Shared<K> {
         }
     }
 
+    /// The timers with every pending intake folded in, for the timer task: while a producer
+    /// holds them (folding its intake), the task yields instead of blocking its worker thread,
+    /// so the workers sharing that thread go on with the keys already handed over.
+    async fn timers_yielding(&self) -> MutexGuard<'_, Timers<K>> {
+        let mut timers = loop {
+            if let Some(timers) = self.timers.try_lock() {
+                break timers;
+            }
+            tokio::task::yield_now().await;
+        };
+        self.fold(&mut timers);
+        timers
+    }
+
     /// Moves every due key into `queue` in ready-time order; returns the next deadline, and
     /// whether a key added meanwhile is due before it (fire again at once).
-    fn fire_due(&self, queue: &Queue<K>) -> (Option<Instant>, bool) {
+    fn fire_due(
+        &self,
+        mut guard: MutexGuard<'_, Timers<K>>,
+        queue: &Queue<K>,
+    ) -> (Option<Instant>, bool) {
         let mut due = Vec::new();
         let next = {
-            let mut guard = self.timers();
             let timers = &mut *guard;
             let now = Instant::now();
             let next = loop {
@@ -184,10 +200,8 @@ impl<K: Key> Shared<K> {
                         break;
                     }
                     let Waiting { ready, seq, key } = bucket.entries.pop().expect("last");
-                    if let Entry::Occupied(live) = timers.live.entry(key)
-                        && *live.get() == (ready, seq)
-                    {
-                        due.push(live.remove_entry().0);
+                    if let Some(key) = timers.live.remove_if(&key, |&live| live == (ready, seq)) {
+                        due.push(key);
                     }
                 }
                 match bucket.entries.last() {
@@ -199,6 +213,7 @@ impl<K: Key> Shared<K> {
             };
             let armed = next.map_or(DISARMED, |at| nanos_since(self.origin, at));
             self.armed.store(armed, Ordering::SeqCst);
+            drop(guard);
             next
         };
         queue.add_all(due);
@@ -285,7 +300,7 @@ impl<K: Key> DelayingQueue<K> {
             Shared {
                 timers: Mutex::new(Timers {
                     buckets: BTreeMap::new(),
-                    live: Map::default(),
+                    live: LayeredMap::default(),
                     next_seq: 0,
                 }),
                 intake: Mutex::new(Vec::new()),
@@ -366,7 +381,8 @@ async fn timer_task<K: Key>(
             return;
         };
         let early;
-        (next, early) = shared.fire_due(&queue);
+        let timers = shared.timers_yielding().await;
+        (next, early) = shared.fire_due(timers, &queue);
         if early {
             shared.wake.notify_one();
         }

@@ -20,6 +20,7 @@
 mod basic;
 mod delaying;
 mod key;
+mod layered_map;
 mod limiter;
 mod metrics;
 mod precise;
