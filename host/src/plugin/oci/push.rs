@@ -262,14 +262,19 @@ async fn component_config(
     let mut imports: Vec<String> = module.imports().to_vec();
     imports.sort();
     let component_bytes = bytes.to_vec();
+    let digest = module.digest().to_owned();
+    // The loader has just compiled it into the module cache: mapped from there, not compiled
+    // a second time.
     let exports = tokio::task::spawn_blocking(move || {
-        wasmtime::component::Component::new(engine.engine(), &component_bytes).map(|component| {
-            component
-                .component_type()
-                .exports(engine.engine())
-                .map(|(name, _)| name.to_owned())
-                .collect::<Vec<String>>()
-        })
+        engine
+            .component(&digest, &component_bytes)
+            .map(|component| {
+                component
+                    .component_type()
+                    .exports(engine.engine())
+                    .map(|(name, _)| name.to_owned())
+                    .collect::<Vec<String>>()
+            })
     })
     .await?
     .map_err(|error| anyhow::anyhow!(error.to_string()))
