@@ -76,6 +76,9 @@ impl<K: Key> Default for Queue<K> {
     }
 }
 
+/// The most adds an intake buffer kept for reuse holds.
+const KEEP_INTAKE: usize = 4096;
+
 /// A value on cache lines of its own, so that writing it does not slow down readers of its
 /// neighbours (the lock, above all).
 #[repr(align(128))]
@@ -177,12 +180,20 @@ impl<K: Key> Inner<K> {
 
     #[inline(never)]
     fn apply_intake(&self, locked: &mut Locked<'_, K>) {
-        let adds = {
+        // The intake's buffer and the state's spare trade places, so that neither the producer
+        // nor the applier allocates once both have grown to the batch size (under contention
+        // the allocator's lock showed up beside the queue's own). A buffer grown past
+        // `KEEP_INTAKE` by a burst is let go rather than kept for the life of the queue.
+        let mut adds = std::mem::take(&mut locked.spare_intake);
+        {
             let mut intake = self.intake.lock();
             self.intake_pending.store(false, Ordering::SeqCst);
-            std::mem::take(&mut *intake)
-        };
-        locked.apply(adds);
+            std::mem::swap(&mut *intake, &mut adds);
+        }
+        locked.apply(adds.drain(..));
+        if adds.capacity() <= KEEP_INTAKE {
+            locked.spare_intake = adds;
+        }
     }
 
     /// Leaves `keys` to the next holder of the state's lock.
@@ -192,7 +203,11 @@ impl<K: Key> Inner<K> {
             let mut intake = self.intake.lock();
             let first = intake.is_empty();
             intake.extend(keys.into_iter().map(|key| (key, now)));
-            self.intake_pending.store(true, Ordering::SeqCst);
+            // Set by the push to an empty intake, cleared only by whoever empties it: later
+            // pushes find it set and leave its cache line alone (getters read it on every lock).
+            if first {
+                self.intake_pending.store(true, Ordering::SeqCst);
+            }
             first
         };
         // Whether a key is new is known only once applied: wake one getter to apply the intake,
@@ -801,6 +816,34 @@ mod tests {
             "applied before the next add, in call order, merged"
         );
         assert!(q.inner.intake.lock().is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_applied_intake_keeps_its_buffer_for_the_next_batch_unless_a_burst_grew_it() {
+        let q = Queue::new();
+        let batch = |keys: std::ops::Range<usize>| {
+            {
+                let _held = q.hold_lock();
+                for key in keys {
+                    q.add(key);
+                }
+            }
+            q.len() // applies the intake
+        };
+        assert_eq!(batch(0..10), 10);
+        let kept = q.hold_lock().spare_intake.capacity();
+        assert!(kept >= 10, "a small batch's buffer is kept ({kept})");
+        assert_eq!(batch(10..20), 20);
+        assert!(
+            q.hold_lock().spare_intake.capacity() >= 10,
+            "and traded back and forth"
+        );
+        assert_eq!(batch(20..20 + 2 * KEEP_INTAKE), 20 + 2 * KEEP_INTAKE);
+        assert_eq!(
+            q.hold_lock().spare_intake.capacity(),
+            0,
+            "a burst's buffer is let go"
+        );
     }
 
     #[tokio::test]

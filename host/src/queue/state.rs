@@ -65,6 +65,8 @@ pub(super) struct State<K> {
     fifo: VecDeque<(K, u32)>,
     pub(super) processing: usize,
     pub(super) shutting_down: bool,
+    /// An empty buffer with capacity, traded for the basic queue's intake when it is applied.
+    pub(super) spare_intake: Vec<(K, Option<Instant>)>,
 }
 
 impl<K: super::Key> State<K> {
@@ -76,6 +78,7 @@ impl<K: super::Key> State<K> {
             fifo: VecDeque::new(),
             processing: 0,
             shutting_down: false,
+            spare_intake: Vec::new(),
         }
     }
 
