@@ -91,6 +91,7 @@ pub enum LoadError {
 pub struct Module {
     digest: String,
     imports: Vec<String>,
+    exports: Vec<String>,
     /// Where its bytes were read: read again, and checked against `digest`, when the module
     /// cache no longer holds its compiled form.
     source: PathBuf,
@@ -110,6 +111,7 @@ impl std::fmt::Debug for Module {
         f.debug_struct("Module")
             .field("digest", &self.digest)
             .field("imports", &self.imports)
+            .field("exports", &self.exports)
             .field("loaded", &self.is_loaded())
             .finish_non_exhaustive()
     }
@@ -136,6 +138,12 @@ impl Module {
     #[must_use]
     pub fn imports(&self) -> &[String] {
         &self.imports
+    }
+
+    /// The interfaces and functions the component exports (`kube:reconcile/reconciler@0.1.0`, ...).
+    #[must_use]
+    pub fn exports(&self) -> &[String] {
+        &self.exports
     }
 
     /// Whether its compiled code is mapped (not unloaded).
@@ -305,10 +313,12 @@ fn compile(
             source: error.into(),
         })?;
     let imports = imports_of(engine, &component);
+    let exports = names(component.component_type().exports(engine.engine()));
     let pre = link(engine, path, &component, &imports)?;
     Ok(Module {
         digest,
         imports,
+        exports,
         source: path.to_owned(),
         engine: engine.clone(),
         linked: Mutex::new(Some(pre)),
@@ -320,11 +330,12 @@ fn compile(
 
 /// The interfaces `component` imports.
 fn imports_of(engine: &PluginEngine, component: &Component) -> Vec<String> {
-    component
-        .component_type()
-        .imports(engine.engine())
-        .map(|(name, _)| name.to_owned())
-        .collect()
+    names(component.component_type().imports(engine.engine()))
+}
+
+/// The names of a component type's imports or exports.
+fn names<'a, T>(items: impl Iterator<Item = (&'a str, T)>) -> Vec<String> {
+    items.map(|(name, _)| name.to_owned()).collect()
 }
 
 /// `component` (read from `path`, importing `imports`) linked with the host's interfaces and

@@ -162,7 +162,7 @@ pub async fn publish_component(
         );
     }
     let bytes = read_component(component)?;
-    let config_json = component_config(component, &bytes, config).await?;
+    let (config_json, layer_digest) = component_config(component, &bytes, config).await?;
     let oci = &config.oci;
     // The store is unused by a push; any directory will do.
     let registry = Registry::new(oci, std::env::temp_dir())?;
@@ -171,7 +171,6 @@ pub async fn publish_component(
     let client = registry.client().await?;
     client.store_auth_if_needed(&registry_name, &auth).await;
     let failed = |what, error| OciError::from_client(&registry_name, target, what, error);
-    let layer_digest = format!("sha256:{}", hex_encode(Sha256::digest(&bytes)));
     let config_digest = format!("sha256:{}", hex_encode(Sha256::digest(&config_json)));
     let layer = OciDescriptor {
         media_type: CNCF_LAYER_MEDIA_TYPE.to_owned(),
@@ -232,12 +231,13 @@ fn read_component(path: &Path) -> anyhow::Result<Vec<u8>> {
 }
 
 /// The CNCF config: the component's world, imports and exports, after checking it against the
-/// `reconciler` world as the host will.
+/// `reconciler` world as the host will; with the layer's digest (the component's, taken once by
+/// the loader).
 async fn component_config(
     path: &Path,
     bytes: &[u8],
     config: &HostConfig,
-) -> anyhow::Result<Vec<u8>> {
+) -> anyhow::Result<(Vec<u8>, String)> {
     let engine = PluginEngine::new(EngineSettings {
         pooling: false,
         module_cache: config.module_cache_dir(),
@@ -261,32 +261,15 @@ async fn component_config(
         })?;
     let mut imports: Vec<String> = module.imports().to_vec();
     imports.sort();
-    let component_bytes = bytes.to_vec();
-    let digest = module.digest().to_owned();
-    // The loader has just compiled it into the module cache: mapped from there, not compiled
-    // a second time.
-    let exports = tokio::task::spawn_blocking(move || {
-        engine
-            .component(&digest, &component_bytes)
-            .map(|component| {
-                component
-                    .component_type()
-                    .exports(engine.engine())
-                    .map(|(name, _)| name.to_owned())
-                    .collect::<Vec<String>>()
-            })
-    })
-    .await?
-    .map_err(|error| anyhow::anyhow!(error.to_string()))
-    .context("cannot list the component's exports")?;
-    let layer_digest = format!("sha256:{}", hex_encode(Sha256::digest(bytes)));
+    let exports = module.exports();
+    let layer_digest = format!("sha256:{}", module.digest());
     let created = std::fs::metadata(path)
         .and_then(|meta| meta.modified())
         .ok()
         .and_then(|time| time.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |since| since.as_secs());
     let world = WIT_PACKAGE.replacen('@', "/reconciler@", 1);
-    Ok(serde_json::to_vec(&serde_json::json!({
+    let json = serde_json::to_vec(&serde_json::json!({
         "created": rfc3339(created),
         "architecture": "wasm",
         "os": "wasip2",
@@ -296,7 +279,8 @@ async fn component_config(
             "imports": imports,
             "exports": exports,
         },
-    }))?)
+    }))?;
+    Ok((json, layer_digest))
 }
 
 /// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (civil-from-days, proleptic Gregorian).
