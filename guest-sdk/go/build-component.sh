@@ -8,13 +8,14 @@
 #
 # 1. Go 1.26.8: the `go` on PATH when it is that version, else the toolchain module
 #    golang.org/toolchain from the Go module proxy, unpacked into <repo>/.toolchains/go/.
-# 2. wit-bindgen-cli 0.63.0 (the version of the Rust guest SDK's wit-bindgen), built by
-#    `cargo install` into <repo>/.toolchains/go/wit-bindgen-0.63.0/ (Go generator only), with
-#    its Go runtime package go.bytecodealliance.org/pkg taken from the crate's own sources (the
-#    Go module proxy does not serve the version it names), with component/cabi-realloc-keep.patch
-#    applied (cabi_realloc keeps its blocks alive without runtime.Pinner).
-# 3. wit-c (tools/wit-c, the C guests' tool): wasmtime 48.0.8's preview1 reactor adapter.
-# 4. `wit-bindgen go` generates the bindings of wit/ (a `main` package, module wit_component);
+# 2. wit-c (tools/wit-c, the workspace's guest build tool), built by cargo into target/debug/:
+#    the Go generator of wit-bindgen 0.63.0 (the version of the Rust guest SDK's wit-bindgen) and
+#    wasmtime 48.0.8's preview1 reactor adapter.
+# 3. The bindings' Go runtime package go.bytecodealliance.org/pkg, taken from the sources of the
+#    wit-bindgen-go crate that cargo unpacked for wit-c (the Go module proxy does not serve the
+#    version it names), with component/cabi-realloc-keep.patch applied (cabi_realloc keeps its
+#    blocks alive without runtime.Pinner), into <repo>/.toolchains/go/wit-bindgen-0.63.0/.
+# 4. `wit-c go-bindings` generates the bindings of wit/ (a `main` package, module wit_component);
 #    guest-sdk/go/component/glue.go joins them to the SDK and the reconciler's package; a
 #    go.work ties the modules together, nothing is written to the source tree.
 # 5. GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared (a reactor: `_initialize`, the
@@ -62,25 +63,36 @@ if [ -z "$go" ] || [ "$("$go" env GOVERSION)" != "go$GO_VERSION" ]; then
 fi
 export GOTOOLCHAIN=local
 
-# 2. wit-bindgen and its Go runtime package.
-bindgen_root=$toolchains/wit-bindgen-$WIT_BINDGEN_VERSION
-wit_bindgen=$bindgen_root/bin/wit-bindgen
-if [ ! -x "$wit_bindgen" ]; then
-  echo "== installing wit-bindgen-cli $WIT_BINDGEN_VERSION (Go generator; minutes, once)"
-  "${CARGO:-cargo}" install --quiet --locked wit-bindgen-cli --version "=$WIT_BINDGEN_VERSION" \
-    --no-default-features --features go --root "$bindgen_root"
+# 2. wit-c.
+wit_c=$target/debug/wit-c
+if [ ! -x "$wit_c" ] || [ -n "$(find "$repo/tools/wit-c" "$repo/Cargo.lock" -type f \
+    -newer "$wit_c" -print -quit)" ]; then
+  echo "== building wit-c (tools/wit-c)"
+  "${CARGO:-cargo}" build --quiet --locked --manifest-path "$repo/Cargo.toml" -p wit-c \
+    --target-dir "$target"
+  touch "$wit_c"
 fi
-# With the SDK's patch applied (component/cabi-realloc-keep.patch); the directory is named by the
-# patch's digest, so a changed patch makes a new copy.
+
+# 3. The bindings' Go runtime package, with the SDK's patch applied
+# (component/cabi-realloc-keep.patch); the directory is named by the patch's digest, so a changed
+# patch makes a new copy.
+bindgen_root=$toolchains/wit-bindgen-$WIT_BINDGEN_VERSION
 runtime_patch=$sdk/component/cabi-realloc-keep.patch
 runtime=$bindgen_root/pkg-$(sha256sum "$runtime_patch" | cut -c1-12)
 if [ ! -f "$runtime/go.mod" ]; then
-  crate=$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"wit-bindgen-go-$WIT_BINDGEN_VERSION" \
-    2>/dev/null | head -n1)
+  find_crate() {
+    ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"wit-bindgen-go-$WIT_BINDGEN_VERSION" \
+      2>/dev/null | head -n1
+  }
+  crate=$(find_crate)
   if [ -z "$crate" ]; then  # the unpacked sources were cleaned: have cargo unpack them again
-    "${CARGO:-cargo}" install --quiet --locked --force wit-bindgen-cli \
-      --version "=$WIT_BINDGEN_VERSION" --no-default-features --features go --root "$bindgen_root"
-    crate=$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"wit-bindgen-go-$WIT_BINDGEN_VERSION" | head -n1)
+    "${CARGO:-cargo}" fetch --quiet --locked --manifest-path "$repo/Cargo.toml"
+    crate=$(find_crate)
+  fi
+  if [ -z "$crate" ]; then
+    echo "error: cargo has no sources of wit-bindgen-go $WIT_BINDGEN_VERSION under" \
+      "${CARGO_HOME:-$HOME/.cargo}/registry/src/; is it still tools/wit-c's dependency in Cargo.lock?" >&2
+    exit 1
   fi
   rm -rf "$runtime.tmp" && mkdir -p "$runtime.tmp"
   cp -r "$crate/src/pkg/wit" "$crate/src/pkg/go.mod" "$crate/src/pkg/LICENSE" "$runtime.tmp/"
@@ -92,20 +104,10 @@ if [ ! -f "$runtime/go.mod" ]; then
   mv "$runtime.tmp" "$runtime"
 fi
 
-# 3. wit-c.
-wit_c=$target/debug/wit-c
-if [ ! -x "$wit_c" ] || [ -n "$(find "$repo/tools/wit-c" "$repo/Cargo.lock" -type f \
-    -newer "$wit_c" -print -quit)" ]; then
-  echo "== building wit-c (tools/wit-c)"
-  "${CARGO:-cargo}" build --quiet --locked --manifest-path "$repo/Cargo.toml" -p wit-c \
-    --target-dir "$target"
-  touch "$wit_c"
-fi
-
 # 4. Bindings, glue and workspace.
 mkdir -p "$build"
 rm -rf "$build/bindings.tmp"
-"$wit_bindgen" go --quiet --out-dir "$build/bindings.tmp" "$repo/wit" 2>&1 | { grep -v "^Generating" >&2 || true; }
+"$wit_c" go-bindings "$repo/wit" "$build/bindings.tmp"
 module=$(cd "$package" && "$go" list -m)
 import=$(cd "$package" && "$go" list .)
 mkdir -p "$build/bindings.tmp/export_wit_world"

@@ -18,8 +18,8 @@
 // log once Register ran; package fake is a host in memory for `go test`.
 //
 // The component is built by guest-sdk/go/build-component.sh (see docs/guests/go.md): standard Go
-// with GOOS=wasip1 GOARCH=wasm -buildmode=c-shared, bindings from wit-bindgen go, and the WASI
-// preview1 reactor adapter.
+// with GOOS=wasip1 GOARCH=wasm -buildmode=c-shared, bindings from wit-bindgen's Go generator,
+// and the WASI preview1 reactor adapter.
 //
 // Rules a reconciler must follow, because of how a component runs:
 //   - Goroutines only run while an export runs. Do not start work on another goroutine and wait

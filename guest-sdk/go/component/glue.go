@@ -1,7 +1,7 @@
 //go:build reconcile_component
 
-// Package export_wit_world joins the bindings wit-bindgen go generates for the reconciler world
-// to the SDK: it is the `Reconcile` the generated `reconcile` export calls, and the guest.Host
+// Package export_wit_world joins the bindings wit-bindgen's Go generator makes for the
+// reconciler world to the SDK: it is the `Reconcile` the generated `reconcile` export calls, and the guest.Host
 // whose methods are the generated imports. build-component.sh copies it into the generated
 // module (wit_component/export_wit_world) with RECONCILER_PACKAGE replaced by the import path of
 // the package that calls guest.Register.

@@ -1,9 +1,11 @@
-//! Build tool for reconcilers written in C: generates the C bindings of the `reconciler` world
-//! from `wit/` and turns a linked core module into a component, with the same wit-bindgen and
-//! wit-component versions as the rest of the workspace (no separately installed CLIs).
+//! Build tool for reconcilers written in C and Go: generates the bindings of the `reconciler`
+//! world from `wit/` and turns a linked core module into a component, with the same wit-bindgen
+//! and wit-component versions as the rest of the workspace (no separately installed CLIs).
 //!
 //! ```text
 //! wit-c bindings <WIT_DIR> <OUT_DIR>     reconciler.h, reconciler.c, reconciler_component_type.o
+//! wit-c go-bindings <WIT_DIR> <OUT_DIR>  the Go bindings (`wit-bindgen go`'s output: a `main`
+//!                                        package, module wit_component)
 //! wit-c component <CORE_WASM> <OUT_WASM> the component, WASI preview1 imports adapted to preview2
 //! wit-c component --wit <WIT_DIR> <CORE_WASM> <OUT_WASM>
 //!                                        the same for a module without the world's type section
@@ -20,7 +22,7 @@ use anyhow::{Context, Result, bail};
 use wasi_preview1_component_adapter_provider::{
     WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME, WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
 };
-use wit_bindgen_core::Files;
+use wit_bindgen_core::{Files, WorldGenerator};
 use wit_parser::Resolve;
 
 /// The world every reconciler implements (wit/reconcile.wit).
@@ -28,6 +30,7 @@ const WORLD: &str = "kube:reconcile/reconciler";
 
 const USAGE: &str = "usage:
   wit-c bindings <WIT_DIR> <OUT_DIR>      generate the C bindings of the reconciler world
+  wit-c go-bindings <WIT_DIR> <OUT_DIR>   generate the Go bindings of the reconciler world
   wit-c component <CORE_WASM> <OUT_WASM>  turn a core module (wasm32-wasi, reactor) into a component
   wit-c component --wit <WIT_DIR> <CORE_WASM> <OUT_WASM>
                                           the same, embedding the reconciler world's type first";
@@ -35,7 +38,18 @@ const USAGE: &str = "usage:
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-        ["bindings", wit, out] => bindings(Path::new(wit), Path::new(out)),
+        ["bindings", wit, out] => bindings(
+            wit_bindgen_c::Opts::default().build(),
+            "C",
+            Path::new(wit),
+            Path::new(out),
+        ),
+        ["go-bindings", wit, out] => bindings(
+            wit_bindgen_go::Opts::default().build(),
+            "Go",
+            Path::new(wit),
+            Path::new(out),
+        ),
         ["component", core, out] => component(Path::new(core), Path::new(out), None),
         ["component", "--wit", wit, core, out] => {
             component(Path::new(core), Path::new(out), Some(Path::new(wit)))
@@ -54,8 +68,15 @@ fn main() -> ExitCode {
     }
 }
 
-/// Writes the C header, source and component-type object of the reconciler world to `out`.
-fn bindings(wit: &Path, out: &Path) -> Result<()> {
+/// Writes the bindings `generator` makes for the reconciler world to `out`: for C
+/// (`wit_bindgen_c`) the header, source and component-type object; for Go (`wit_bindgen_go`) a
+/// module of packages, in subdirectories.
+fn bindings(
+    mut generator: Box<dyn WorldGenerator>,
+    language: &str,
+    wit: &Path,
+    out: &Path,
+) -> Result<()> {
     let mut resolve = Resolve::default();
     let (package, _) = resolve
         .push_path(wit)
@@ -64,14 +85,17 @@ fn bindings(wit: &Path, out: &Path) -> Result<()> {
         .select_world(&[package], Some(WORLD))
         .with_context(|| format!("{} has no world `{WORLD}`", wit.display()))?;
     let mut files = Files::default();
-    wit_bindgen_c::Opts::default()
-        .build()
+    generator
         .generate(&mut resolve, world, &mut files)
-        .context("cannot generate the C bindings")?;
-    std::fs::create_dir_all(out)
-        .with_context(|| format!("cannot create the bindings directory {}", out.display()))?;
+        .with_context(|| format!("cannot generate the {language} bindings"))?;
     for (name, contents) in files.iter() {
-        write_if_changed(&out.join(name), contents)?;
+        let path = out.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).with_context(|| {
+                format!("cannot create the bindings directory {}", parent.display())
+            })?;
+        }
+        write_if_changed(&path, contents)?;
     }
     Ok(())
 }
@@ -152,6 +176,10 @@ fn write_if_changed(path: &Path, contents: &[u8]) -> Result<()> {
 mod tests {
     use super::*;
 
+    fn wit() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../wit")
+    }
+
     fn scratch(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("wit-c-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -162,8 +190,8 @@ mod tests {
     #[test]
     fn bindings_of_the_reconciler_world_declare_the_export_and_every_import() {
         let out = scratch("bindings");
-        let wit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../wit");
-        bindings(&wit, &out).expect("bindings generated");
+        bindings(wit_bindgen_c::Opts::default().build(), "C", &wit(), &out)
+            .expect("bindings generated");
         let header = std::fs::read_to_string(out.join("reconciler.h")).expect("header");
         for declaration in [
             "bool exports_reconciler_reconcile(reconciler_request_t *request",
@@ -182,6 +210,39 @@ mod tests {
         }
         assert!(out.join("reconciler.c").is_file());
         assert!(out.join("reconciler_component_type.o").is_file());
+    }
+
+    #[test]
+    fn go_bindings_are_a_main_package_exporting_reconcile_with_every_import() {
+        let out = scratch("go-bindings");
+        bindings(wit_bindgen_go::Opts::default().build(), "Go", &wit(), &out)
+            .expect("bindings generated");
+        let mut go = String::new();
+        let mut stack = vec![out.clone()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).expect("bindings dir") {
+                let path = entry.expect("entry").path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.extension().is_some_and(|e| e == "go") {
+                    go.push_str(&std::fs::read_to_string(&path).expect("go source"));
+                }
+            }
+        }
+        let module = std::fs::read_to_string(out.join("go.mod")).expect("go.mod");
+        assert!(module.starts_with("module wit_component"), "{module}");
+        for needle in [
+            "package main",
+            "//go:wasmexport reconcile",
+            "//go:wasmimport kube:reconcile/cache@0.1.0 get",
+            "//go:wasmimport kube:reconcile/cache@0.1.0 list",
+            "//go:wasmimport kube:reconcile/client@0.1.0 apply",
+            "//go:wasmimport kube:reconcile/client@0.1.0 delete",
+            "//go:wasmimport kube:reconcile/events@0.1.0 record-event",
+            "//go:wasmimport kube:reconcile/log@0.1.0 log",
+        ] {
+            assert!(go.contains(needle), "the Go bindings lack `{needle}`");
+        }
     }
 
     #[test]
