@@ -2,10 +2,12 @@
 //!
 //! `add_after` only appends the key and its ready time to an intake buffer under a short lock;
 //! the timer task folds the buffer into its timers (deduplicating, bucketing) when it wakes, and
-//! a caller folds it itself every [`FOLD_AT`] entries. So a producer adding delayed keys as fast
-//! as it can takes the timers' lock once per batch instead of once per key, and never holds up
-//! the timer task that is handing due keys to the workers (client-go's delaying queue decouples
-//! the two the same way, with a channel). While a fold holds the timers, the timer task yields
+//! a caller folds it itself every [`FOLD_AT`] entries, handing over the keys already due while it
+//! holds the timers. So a producer adding delayed keys as fast as it can takes the timers' lock
+//! once per batch instead of once per key, never holds up the timer task that is handing due keys
+//! to the workers (client-go's delaying queue decouples the two the same way, with a channel), and
+//! does part of that handing over on its own thread, not on the one the timer task shares with
+//! workers. While a fold holds the timers, the timer task yields
 //! rather than block the worker thread it shares with workers, and the waiting keys live in a
 //! [`LayeredMap`], whose growth moves a bounded number of entries, so no fold holds the timers
 //! for long.
@@ -332,7 +334,13 @@ impl<K: Key> DelayingQueue<K> {
             intake.len() >= FOLD_AT
         };
         if full {
-            drop(shared.timers());
+            // Holding the timers anyway, hand over what is due: while a producer adds at full
+            // speed, that work lands on its thread rather than on the one the timer task shares
+            // with the workers.
+            let (_, early) = shared.fire_due(shared.timers(), &self.queue);
+            if early {
+                shared.wake.notify_one();
+            }
         }
         shared.wake_for(nanos_since(shared.origin, ready));
     }
@@ -626,6 +634,25 @@ mod tests {
         assert!(q.shared.intake.lock().is_empty());
         tokio::time::sleep(ms(60)).await;
         assert_eq!(q.len(), FOLD_AT * 3 + 1);
+    }
+
+    // On the real clock, on this test's one thread, which never yields: no timer task runs.
+    #[tokio::test]
+    async fn a_caller_folding_the_intake_hands_over_the_keys_already_due_and_no_others() {
+        let q = DelayingQueue::new();
+        q.add_after(u32::MAX, ms(1));
+        let due = Instant::now() + ms(1);
+        while Instant::now() < due {
+            std::hint::spin_loop();
+        }
+        assert_eq!(q.len(), 0, "nothing folded yet");
+        let later = u32::try_from(FOLD_AT - 1).expect("small");
+        for key in 0..later {
+            q.add_after(key, Duration::from_secs(60));
+        }
+        assert_eq!(q.len(), 1, "the fold handed the due key over");
+        assert_eq!(q.try_get(), Some(Some(u32::MAX)));
+        assert_eq!(q.waiting(), FOLD_AT - 1, "the others wait");
     }
 
     // Real clock: the timerfd (Linux) or tokio's timer hands every key over, none early.
