@@ -71,16 +71,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
     "${missing[@]}" >/dev/null
 fi
 
-wit_c=$target/debug/wit-c
-# Cargo decides what to rebuild, but waits for any other build in the same target directory
-# first: skip it when the tool is newer than its sources and the lock file.
-if [ ! -x "$wit_c" ] || [ -n "$(find "$repo/tools/wit-c" "$repo/Cargo.lock" -type f \
-    -newer "$wit_c" -print -quit)" ]; then
-  echo "== building wit-c (tools/wit-c)"
-  "${CARGO:-cargo}" build --quiet --locked --manifest-path "$repo/Cargo.toml" -p wit-c \
-    --target-dir "$target"
-  touch "$wit_c"  # cargo leaves an up-to-date binary's time alone
-fi
+wit_c=$("$repo/tools/wit-c/built.sh" "$target")
 
 mkdir -p "$build/obj" "$build/link"
 "$wit_c" bindings "$repo/wit" "$build/bindings"

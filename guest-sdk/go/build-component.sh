@@ -64,14 +64,7 @@ fi
 export GOTOOLCHAIN=local
 
 # 2. wit-c.
-wit_c=$target/debug/wit-c
-if [ ! -x "$wit_c" ] || [ -n "$(find "$repo/tools/wit-c" "$repo/Cargo.lock" -type f \
-    -newer "$wit_c" -print -quit)" ]; then
-  echo "== building wit-c (tools/wit-c)"
-  "${CARGO:-cargo}" build --quiet --locked --manifest-path "$repo/Cargo.toml" -p wit-c \
-    --target-dir "$target"
-  touch "$wit_c"
-fi
+wit_c=$("$repo/tools/wit-c/built.sh" "$target")
 
 # 3. The bindings' Go runtime package, with the SDK's patch applied
 # (component/cabi-realloc-keep.patch); the directory is named by the patch's digest, so a changed
