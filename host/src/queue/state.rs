@@ -1,18 +1,18 @@
 //! The basic queue's bookkeeping under its lock: which keys are queued, processing or dirty, in
-//! what order (SEMANTICS rules 1–4), with one hash operation per `add`, one per `done` and none
+//! what order (SEMANTICS rules 1–4), with one hash lookup per `add`, one per `done` and none
 //! per `get`.
 //!
-//! Each key the queue holds owns a slot in a slab (reused through a free list); the map finds a
-//! key's slot, and the FIFO holds the queued keys with their slot index, so taking a key needs
-//! no lookup, and finishing one is a single `remove` (put back in the rare case the key was
-//! added again while processing).
+//! Each key the queue holds lives once, in a slot of a slab (reused through a free list); the
+//! index finds a key's slot by hashing the key, and the FIFO holds slot numbers, so a key is
+//! never copied between structures, taking one needs no lookup, and finishing one is a single
+//! lookup that removes its index entry only when the key is released.
 
 use std::collections::VecDeque;
-use std::collections::hash_map::Entry;
+use std::hash::BuildHasher;
 
+use hashbrown::HashTable;
+use hashbrown::hash_table::Entry;
 use tokio::time::Instant;
-
-type Map<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 /// Where a key stands. Together these encode client-go's `dirty` and `processing` sets:
 /// `dirty = Queued ∪ ProcessingDirty`, `processing = Processing ∪ ProcessingDirty`.
@@ -26,9 +26,11 @@ enum Phase {
     ProcessingDirty,
 }
 
-/// A key's phase and, when metrics are on, its timestamps.
-#[derive(Clone, Copy, Debug)]
-struct Slot {
+/// A key the queue holds, its phase and, when metrics are on, its timestamps.
+#[derive(Debug)]
+struct Slot<K> {
+    /// `None` while the slot is free.
+    key: Option<K>,
     phase: Phase,
     /// When the pending add happened (queue latency runs from here to `get`).
     added_at: Option<Instant>,
@@ -59,10 +61,13 @@ pub(super) enum Finished {
 }
 
 pub(super) struct State<K> {
-    index: Map<K, u32>,
-    slots: Vec<Slot>,
+    /// The slot of every key the queue holds, found by the key's hash.
+    index: HashTable<u32>,
+    hasher: foldhash::fast::RandomState,
+    slots: Vec<Slot<K>>,
     free: Vec<u32>,
-    fifo: VecDeque<(K, u32)>,
+    /// The queued keys' slots, in order.
+    fifo: VecDeque<u32>,
     pub(super) processing: usize,
     pub(super) shutting_down: bool,
     /// An empty buffer with capacity, traded for the basic queue's intake when it is applied.
@@ -72,7 +77,8 @@ pub(super) struct State<K> {
 impl<K: super::Key> State<K> {
     pub(super) fn new() -> Self {
         Self {
-            index: Map::default(),
+            index: HashTable::new(),
+            hasher: foldhash::fast::RandomState::default(),
             slots: Vec::new(),
             free: Vec::new(),
             fifo: VecDeque::new(),
@@ -89,31 +95,26 @@ impl<K: super::Key> State<K> {
 
     /// Rule 1: queue `key`, or mark it dirty while it is processing, or merge it.
     pub(super) fn add(&mut self, key: K, now: Option<Instant>) -> Added {
-        match self.index.entry(key) {
-            Entry::Vacant(vacant) => {
-                let slot = Slot {
-                    phase: Phase::Queued,
-                    added_at: now,
-                    started_at: None,
-                };
-                let at = match self.free.pop() {
-                    Some(at) => {
-                        self.slots[at as usize] = slot;
-                        at
-                    }
-                    None => {
-                        self.slots.push(slot);
-                        u32::try_from(self.slots.len() - 1)
-                            .expect("fewer than 2^32 keys in one queue")
-                    }
-                };
-                let key = vacant.key().clone();
-                vacant.insert(at);
-                self.fifo.push_back((key, at));
-                Added::Queued
-            }
+        let Self {
+            index,
+            hasher,
+            slots,
+            free,
+            fifo,
+            ..
+        } = self;
+        let hash = hasher.hash_one(&key);
+        let entry = index.entry(
+            hash,
+            |&at| slots[at as usize].key.as_ref() == Some(&key),
+            |&at| {
+                let key = slots[at as usize].key.as_ref();
+                hasher.hash_one(key.expect("an indexed slot holds its key"))
+            },
+        );
+        match entry {
             Entry::Occupied(occupied) => {
-                let slot = &mut self.slots[*occupied.get() as usize];
+                let slot = &mut slots[*occupied.get() as usize];
                 if slot.phase == Phase::Processing {
                     slot.phase = Phase::ProcessingDirty;
                     slot.added_at = now;
@@ -122,77 +123,115 @@ impl<K: super::Key> State<K> {
                     Added::Merged
                 }
             }
+            Entry::Vacant(vacant) => {
+                let slot = Slot {
+                    key: Some(key),
+                    phase: Phase::Queued,
+                    added_at: now,
+                    started_at: None,
+                };
+                let at = match free.pop() {
+                    Some(at) => {
+                        slots[at as usize] = slot;
+                        at
+                    }
+                    None => {
+                        slots.push(slot);
+                        u32::try_from(slots.len() - 1).expect("fewer than 2^32 keys in one queue")
+                    }
+                };
+                vacant.insert(at);
+                fifo.push_back(at);
+                Added::Queued
+            }
         }
     }
 
     /// Rule 2: hands out the first queued key with when it was added; `None` when none is queued.
     pub(super) fn take(&mut self, now: Option<Instant>) -> Option<(K, Option<Instant>)> {
-        let (key, at) = self.fifo.pop_front()?;
+        let at = self.fifo.pop_front()?;
         let slot = &mut self.slots[at as usize];
         debug_assert_eq!(slot.phase, Phase::Queued);
         slot.phase = Phase::Processing;
         slot.started_at = now;
         self.processing += 1;
+        let key = slot.key.clone().expect("a queued slot holds its key");
         Some((key, slot.added_at.take()))
     }
 
     /// Rule 3: finishes `key`; re-queues it if it was added while processing.
     pub(super) fn done(&mut self, key: &K) -> Finished {
-        // One `remove` serves the common case; the rare others put the key back.
-        let Some(at) = self.index.remove(key) else {
+        let Self {
+            index,
+            hasher,
+            slots,
+            free,
+            fifo,
+            ..
+        } = self;
+        let found = index.find_entry(hasher.hash_one(key), |&at| {
+            slots[at as usize].key.as_ref() == Some(key)
+        });
+        let Ok(entry) = found else {
             return Finished::Ignored;
         };
-        let slot = &mut self.slots[at as usize];
+        let at = *entry.get();
+        let slot = &mut slots[at as usize];
         match slot.phase {
-            Phase::Queued => {
-                self.index.insert(key.clone(), at);
-                Finished::Ignored
-            }
+            Phase::Queued => Finished::Ignored,
             Phase::Processing => {
-                let started = slot.started_at.take();
-                self.free.push(at);
+                entry.remove();
+                slot.key = None;
+                free.push(at);
                 self.processing -= 1;
-                Finished::Released(started)
+                Finished::Released(slot.started_at.take())
             }
             Phase::ProcessingDirty => {
                 // Depth already counted this key when it was re-added.
                 slot.phase = Phase::Queued;
-                let started = slot.started_at.take();
+                fifo.push_back(at);
                 self.processing -= 1;
-                self.index.insert(key.clone(), at);
-                self.fifo.push_back((key.clone(), at));
-                Finished::Requeued(started)
+                Finished::Requeued(slot.started_at.take())
             }
         }
     }
 
     /// Empties the FIFO, returning the queued keys in order; the queue forgets them.
     pub(super) fn take_queued(&mut self) -> Vec<K> {
-        let taken: Vec<(K, u32)> = self.fifo.drain(..).collect();
+        let mut taken = Vec::with_capacity(self.fifo.len());
+        for at in std::mem::take(&mut self.fifo) {
+            let key = self.slots[at as usize]
+                .key
+                .take()
+                .expect("a queued slot holds its key");
+            let hash = self.hasher.hash_one(&key);
+            if let Ok(entry) = self.index.find_entry(hash, |&other| other == at) {
+                entry.remove();
+            }
+            self.free.push(at);
+            taken.push(key);
+        }
         taken
-            .into_iter()
-            .map(|(key, at)| {
-                self.index.remove(&key);
-                self.free.push(at);
-                key
-            })
-            .collect()
+    }
+
+    /// The keys the queue holds, with their slots.
+    fn held(&self) -> impl Iterator<Item = (&K, &Slot<K>)> {
+        self.slots
+            .iter()
+            .filter_map(|slot| slot.key.as_ref().map(|key| (key, slot)))
     }
 
     /// The dirty keys (queued, or re-added while processing), in no particular order.
     pub(super) fn dirty(&self) -> Vec<K> {
-        self.index
-            .iter()
-            .filter(|&(_, &at)| self.slots[at as usize].phase != Phase::Processing)
+        self.held()
+            .filter(|(_, slot)| slot.phase != Phase::Processing)
             .map(|(key, _)| key.clone())
             .collect()
     }
 
     /// When each key being processed was taken (metrics on).
     pub(super) fn started(&self) -> impl Iterator<Item = Instant> + '_ {
-        self.index
-            .values()
-            .filter_map(|&at| self.slots[at as usize].started_at)
+        self.held().filter_map(|(_, slot)| slot.started_at)
     }
 
     /// Keys the queue holds state for (queued, processing or dirty).
@@ -226,6 +265,29 @@ mod tests {
             Finished::Ignored,
             "forgotten, not processing"
         );
+    }
+
+    #[test]
+    fn the_queue_holds_one_copy_of_a_key_and_lets_it_go_when_released() {
+        use std::sync::Arc;
+        let key: Arc<str> = "default/web".into();
+        let mut state = State::new();
+        state.add(Arc::clone(&key), None);
+        assert_eq!(state.add(Arc::clone(&key), None), Added::Merged);
+        assert_eq!(Arc::strong_count(&key), 2, "ours and the queue's");
+        let (taken, _) = state.take(None).expect("queued");
+        assert_eq!(Arc::strong_count(&key), 3, "and the worker's");
+        assert_eq!(state.add(Arc::clone(&key), None), Added::Dirtied);
+        assert_eq!(Arc::strong_count(&key), 3);
+        assert!(matches!(state.done(&taken), Finished::Requeued(_)));
+        drop(taken);
+        let (again, _) = state.take(None).expect("re-queued");
+        assert!(matches!(state.done(&again), Finished::Released(_)));
+        drop(again);
+        assert_eq!(Arc::strong_count(&key), 1, "released: the queue let go");
+        state.add(Arc::clone(&key), None);
+        assert_eq!(state.take_queued(), [Arc::clone(&key)]);
+        assert_eq!((Arc::strong_count(&key), state.live()), (1, 0));
     }
 
     #[test]
