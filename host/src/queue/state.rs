@@ -60,6 +60,11 @@ pub(super) enum Finished {
     Requeued(Option<Instant>),
 }
 
+/// Whether an index entry (a slot number) is `key`'s.
+fn holds<'a, K: PartialEq>(slots: &'a [Slot<K>], key: &'a K) -> impl Fn(&u32) -> bool + 'a {
+    move |&at| slots[at as usize].key.as_ref() == Some(key)
+}
+
 pub(super) struct State<K> {
     /// The slot of every key the queue holds, found by the key's hash.
     index: HashTable<u32>,
@@ -95,23 +100,14 @@ impl<K: super::Key> State<K> {
 
     /// Rule 1: queue `key`, or mark it dirty while it is processing, or merge it.
     pub(super) fn add(&mut self, key: K, now: Option<Instant>) -> Added {
-        let Self {
-            index,
-            hasher,
-            slots,
-            free,
-            fifo,
-            ..
-        } = self;
-        let hash = hasher.hash_one(&key);
-        let entry = index.entry(
-            hash,
-            |&at| slots[at as usize].key.as_ref() == Some(&key),
-            |&at| {
+        let (slots, hasher) = (&self.slots, &self.hasher);
+        let entry = self
+            .index
+            .entry(hasher.hash_one(&key), holds(slots, &key), |&at| {
                 let key = slots[at as usize].key.as_ref();
                 hasher.hash_one(key.expect("an indexed slot holds its key"))
-            },
-        );
+            });
+        let slots = &mut self.slots;
         match entry {
             Entry::Occupied(occupied) => {
                 let slot = &mut slots[*occupied.get() as usize];
@@ -130,7 +126,7 @@ impl<K: super::Key> State<K> {
                     added_at: now,
                     started_at: None,
                 };
-                let at = match free.pop() {
+                let at = match self.free.pop() {
                     Some(at) => {
                         slots[at as usize] = slot;
                         at
@@ -141,7 +137,7 @@ impl<K: super::Key> State<K> {
                     }
                 };
                 vacant.insert(at);
-                fifo.push_back(at);
+                self.fifo.push_back(at);
                 Added::Queued
             }
         }
@@ -161,35 +157,25 @@ impl<K: super::Key> State<K> {
 
     /// Rule 3: finishes `key`; re-queues it if it was added while processing.
     pub(super) fn done(&mut self, key: &K) -> Finished {
-        let Self {
-            index,
-            hasher,
-            slots,
-            free,
-            fifo,
-            ..
-        } = self;
-        let found = index.find_entry(hasher.hash_one(key), |&at| {
-            slots[at as usize].key.as_ref() == Some(key)
-        });
-        let Ok(entry) = found else {
+        let hash = self.hasher.hash_one(key);
+        let Ok(entry) = self.index.find_entry(hash, holds(&self.slots, key)) else {
             return Finished::Ignored;
         };
         let at = *entry.get();
-        let slot = &mut slots[at as usize];
+        let slot = &mut self.slots[at as usize];
         match slot.phase {
             Phase::Queued => Finished::Ignored,
             Phase::Processing => {
                 entry.remove();
                 slot.key = None;
-                free.push(at);
+                self.free.push(at);
                 self.processing -= 1;
                 Finished::Released(slot.started_at.take())
             }
             Phase::ProcessingDirty => {
                 // Depth already counted this key when it was re-added.
                 slot.phase = Phase::Queued;
-                fifo.push_back(at);
+                self.fifo.push_back(at);
                 self.processing -= 1;
                 Finished::Requeued(slot.started_at.take())
             }
