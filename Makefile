@@ -13,30 +13,49 @@ WASM := --release --target wasm32-wasip2
 SCRIPTED_EXAMPLES := $(sort $(wildcard examples/*/build.sh))
 SCRIPTED_GUESTS := $(sort $(wildcard host/tests/guests/*/build.sh))
 
-.PHONY: test deps fmt-check clippy guests unit go-test static static-check bench dev examples
+GUEST_LANGUAGES := python js c go
+# Each step of `make test` runs through this: its wall and CPU seconds go into the table
+# `make test` prints at the end (target/test-steps.tsv).
+STEP := scripts/test-step.sh
 
-## Everything CI checks: toolchain and test dependencies, formatting, lints, all tests.
-test: deps fmt-check clippy guests unit e2e-real go-test static-check
+.PHONY: test test-steps deps fmt-check clippy guests unit go-test static static-check bench dev examples
+
+## Everything CI checks: toolchain and test dependencies, formatting, lints, all tests; then one
+## table of each step's wall and CPU seconds, also when a step failed.
+test:
+	@mkdir -p target && rm -f target/test-steps.tsv && date +%s >target/test-steps.started
+	@status=0; $(MAKE) --no-print-directory test-steps || status=$$?; \
+	  STEPS_STARTED=$$(cat target/test-steps.started) scripts/test-steps-table.sh; exit $$status
+
+test-steps: deps fmt-check clippy guests unit e2e-real go-test static-check
 
 ## Installs what the tests need (rustup components and target, the Python client, kubectl).
 deps:
-	scripts/install-test-deps.sh
+	$(STEP) deps scripts/install-test-deps.sh
 
 fmt-check:
-	$(CARGO) fmt --all -- --check
+	$(STEP) fmt $(CARGO) fmt --all -- --check
 
 clippy:
-	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
-	$(CARGO) clippy $(EXAMPLES) $(TEST_GUESTS) --target wasm32-wasip2 --locked -- -D warnings
+	$(STEP) clippy-host $(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	$(STEP) clippy-guests $(CARGO) clippy $(EXAMPLES) $(TEST_GUESTS) --target wasm32-wasip2 --locked -- -D warnings
 
 ## The example and test components in every language (the end-to-end tests also build them
-## if missing).
-guests:
-	$(CARGO) build $(WASM) --locked $(EXAMPLES) $(TEST_GUESTS)
-	for script in $(SCRIPTED_EXAMPLES) $(SCRIPTED_GUESTS); do bash "$$script"; done
+## if missing): Rust with Cargo, the others by their `build.sh`, one step per language.
+guests: guests-rust $(GUEST_LANGUAGES:%=guests-%)
 
+.PHONY: guests-rust $(GUEST_LANGUAGES:%=guests-%)
+guests-rust:
+	$(STEP) guests-rust $(CARGO) build $(WASM) --locked $(EXAMPLES) $(TEST_GUESTS)
+
+$(GUEST_LANGUAGES:%=guests-%): guests-%:
+	$(STEP) guests-$* bash -c 'for script in "$$@"; do bash "$$script"; done' - \
+	  $(filter %-$*/build.sh,$(SCRIPTED_EXAMPLES) $(SCRIPTED_GUESTS))
+
+## Every test in the workspace against the embedded API server: built, then run.
 unit:
-	PATH="$(VENV)/bin:$$PATH" $(CARGO) test --workspace --locked
+	$(STEP) unit-build $(CARGO) test --workspace --locked --no-run
+	PATH="$(VENV)/bin:$$PATH" $(STEP) unit-run $(CARGO) test --workspace --locked
 
 ## The end-to-end tests again, against a real kube-apiserver and etcd (one per test binary;
 ## docs/testing.md says which tests need the embedded server and stay on it).
@@ -46,12 +65,11 @@ E2E_REAL_TESTS := example_plugins lang_c lang_go lang_javascript lang_python lea
 ## `--workspace` (not `-p end-to-end`) resolves dependency features as `unit` does, so the
 ## crates `unit` built are reused instead of rebuilt; the `--test` names pick the same binaries.
 e2e-real: control-plane
-	PATH="$(VENV)/bin:$$PATH" E2E_BACKEND=real $(CARGO) test --workspace --locked $(E2E_REAL_TESTS:%=--test %)
+	PATH="$(VENV)/bin:$$PATH" E2E_BACKEND=real $(STEP) e2e-real $(CARGO) test --workspace --locked $(E2E_REAL_TESTS:%=--test %)
 
 ## The Go guests' own tests with the SDK's fake host: plain `go test`, no wasm.
 go-test:
-	cd guest-sdk/go && go test ./...
-	cd examples/website-go && go test ./...
+	$(STEP) go-test bash -c 'cd guest-sdk/go && go test ./... && cd ../../examples/website-go && go test ./...'
 
 ## The static reconcile-host the container image holds (x86_64-unknown-linux-musl, release):
 ## target/static/reconcile-host. The Dockerfile's build stage runs the same script.
@@ -62,13 +80,13 @@ static:
 ## target, static link and `--version`, without the release profile's optimisation (about four
 ## minutes less on two cores). `make static` remains the build the image ships.
 static-check:
-	PROFILE=dev scripts/build-static.sh
+	PROFILE=dev $(STEP) static-check scripts/build-static.sh
 
 ## The real control plane (kube-apiserver and etcd, built from Go modules) the end-to-end tests run
 ## against: target/control-plane/<version>/. Built once per version; a second run does nothing.
 .PHONY: control-plane
 control-plane:
-	scripts/build-control-plane.sh
+	$(STEP) control-plane scripts/build-control-plane.sh
 
 ## Benchmarks (criterion). `make bench BENCH=workqueue` runs one bench target.
 bench:
