@@ -27,8 +27,12 @@ start="$(date +%s.%N)"
 "$@"
 status=$?
 end="$(date +%s.%N)"
-# The second line of `times` is the user and system time of this shell's finished children.
-read -r user sys < <(times | sed -n 2p)
+# The second line of `times` is the user and system time of this shell's finished children
+# (`times` in this shell, not a subshell: a subshell has no children of its own yet).
+times_file="$(mktemp)"
+times >"$times_file"
+read -r user sys < <(sed -n 2p "$times_file")
+rm -f "$times_file"
 cpu="$(awk -v u="$(seconds "$user")" -v s="$(seconds "$sys")" 'BEGIN { printf "%.1f", u + s }')"
 wall="$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')"
 printf '%s\t%s\t%s\t%s\n' "$name" "$wall" "$cpu" "$status" >>"$file"
