@@ -17,6 +17,13 @@ GUEST_LANGUAGES := python js c go
 # Each step of `make test` runs through this: its wall and CPU seconds go into the table
 # `make test` prints at the end (target/test-steps.tsv).
 STEP := scripts/test-step.sh
+# The test steps lint the workspace's own crates while they build them: clippy-driver wraps rustc
+# for workspace members, as `cargo clippy` does for its check build, so dependencies are compiled
+# once, for the tests, instead of a second time for clippy. Every test step's cargo command sets
+# the same two variables, so Cargo reuses what `test-build` made (a plain `cargo test` afterwards
+# builds the workspace's crates again, without the wrapper).
+CLIPPY_DRIVER = $(shell rustc --print sysroot)/bin/clippy-driver
+LINTED = RUSTC_WORKSPACE_WRAPPER="$(CLIPPY_DRIVER)" CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 
 .PHONY: test test-steps deps fmt-check clippy guests unit go-test static static-check bench dev examples
 
@@ -27,7 +34,17 @@ test:
 	@status=0; $(MAKE) --no-print-directory test-steps || status=$$?; \
 	  STEPS_STARTED=$$(cat target/test-steps.started) scripts/test-steps-table.sh; exit $$status
 
-test-steps: deps fmt-check clippy guests unit e2e-real go-test static-check
+test-steps: deps fmt-check clippy-guests guests test-build unit-run e2e-real go-test static-check
+
+## The inner loop while working (docs/testing.md): formatting, the build with clippy (Cargo
+## builds again only what changed), the guests (each build is skipped when up to date), and every
+## test against the embedded API server. No real control plane, no Go tests, no static binary:
+## `make test` stays the gate.
+.PHONY: test-fast
+test-fast:
+	@mkdir -p target && rm -f target/test-steps.tsv && date +%s >target/test-steps.started
+	@status=0; $(MAKE) --no-print-directory fmt-check guests test-build unit-run || status=$$?; \
+	  STEPS_STARTED=$$(cat target/test-steps.started) scripts/test-steps-table.sh; exit $$status
 
 ## Installs what the tests need (rustup components and target, the Python client, kubectl).
 deps:
@@ -36,8 +53,13 @@ deps:
 fmt-check:
 	$(STEP) fmt $(CARGO) fmt --all -- --check
 
-clippy:
+## clippy on its own (a check build): the workspace for the host, and the Rust guests for
+## wasm32-wasip2. `make test` lints the workspace in `test-build` instead.
+.PHONY: clippy-host clippy-guests
+clippy: clippy-host clippy-guests
+clippy-host:
 	$(STEP) clippy-host $(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+clippy-guests:
 	$(STEP) clippy-guests $(CARGO) clippy $(EXAMPLES) $(TEST_GUESTS) --target wasm32-wasip2 --locked -- -D warnings
 
 ## The example and test components in every language (the end-to-end tests also build them
@@ -52,20 +74,31 @@ $(GUEST_LANGUAGES:%=guests-%): guests-%:
 	$(STEP) guests-$* bash -c 'for script in "$$@"; do bash "$$script"; done' - \
 	  $(filter %-$*/build.sh,$(SCRIPTED_EXAMPLES) $(SCRIPTED_GUESTS))
 
-## Every test in the workspace against the embedded API server: built, then run.
-unit:
-	$(STEP) unit-build $(CARGO) test --workspace --locked --no-run
-	PATH="$(VENV)/bin:$$PATH" $(STEP) unit-run $(CARGO) test --workspace --locked
+## Every target of the workspace (libraries, binaries, tests, benches) built for the tests, with
+## clippy's lints (`-D warnings`) on the workspace's crates: what `cargo clippy --workspace
+## --all-targets` checks, in the build the tests run.
+.PHONY: test-build unit-run
+test-build:
+	$(LINTED) $(STEP) build+clippy $(CARGO) test --workspace --all-targets --locked --no-run
 
-## The end-to-end tests again, against a real kube-apiserver and etcd (one per test binary;
-## docs/testing.md says which tests need the embedded server and stay on it).
+## Every test in the workspace against the embedded API server.
+unit: test-build unit-run
+unit-run:
+	PATH="$(VENV)/bin:$$PATH" $(LINTED) $(STEP) unit-run $(CARGO) test --workspace --locked
+
+## The end-to-end tests again, against a real kube-apiserver and etcd (one control plane for the
+## whole `e2e` binary, its tests taking turns on it; docs/testing.md says which tests need the
+## embedded server and stay on it), then the fidelity suite that holds the embedded server to it.
 .PHONY: e2e-real
-E2E_REAL_TESTS := example_plugins lang_c lang_go lang_javascript lang_python leader_fencing hot_reload \
-	in_cluster deployment rbac_enforced plugin_objects scale_out safe_upgrades record_replay fidelity
+E2E_REAL_MODULES := example_plugins lang_c lang_go lang_javascript lang_python leader_fencing hot_reload \
+	in_cluster deployment rbac_enforced plugin_objects scale_out safe_upgrades record_replay
 ## `--workspace` (not `-p end-to-end`) resolves dependency features as `unit` does, so the
-## crates `unit` built are reused instead of rebuilt; the `--test` names pick the same binaries.
+## crates `unit` built are reused instead of rebuilt; `--test` picks the binary, the `<module>::`
+## filters its modules.
 e2e-real: control-plane
-	PATH="$(VENV)/bin:$$PATH" E2E_BACKEND=real $(STEP) e2e-real $(CARGO) test --workspace --locked $(E2E_REAL_TESTS:%=--test %)
+	PATH="$(VENV)/bin:$$PATH" E2E_BACKEND=real $(LINTED) $(STEP) e2e-real \
+	  $(CARGO) test --workspace --locked --test e2e -- $(E2E_REAL_MODULES:%=%::)
+	$(LINTED) $(STEP) fidelity $(CARGO) test --workspace --locked --test fidelity
 
 ## The Go guests' own tests with the SDK's fake host: plain `go test`, no wasm.
 go-test:
@@ -76,11 +109,12 @@ go-test:
 static:
 	scripts/build-static.sh
 
-## What `make test` checks of that binary: the same script in Cargo's dev profile, so the same
-## target, static link and `--version`, without the release profile's optimisation (about four
-## minutes less on two cores). `make static` remains the build the image ships.
+## What `make test` checks of that binary: the same script in the `static-check` profile
+## (Cargo.toml: no optimisation, no debug info), so the same target, features, static link and
+## `--version`, without the release profile's optimisation. `make static` remains the build the
+## image ships.
 static-check:
-	PROFILE=dev $(STEP) static-check scripts/build-static.sh
+	PROFILE=static-check $(STEP) static-check scripts/build-static.sh
 
 ## The real control plane (kube-apiserver and etcd, built from Go modules) the end-to-end tests run
 ## against: target/control-plane/<version>/. Built once per version; a second run does nothing.

@@ -30,7 +30,7 @@ export CARGO_PROFILE_RELEASE_STRIP="${CARGO_PROFILE_RELEASE_STRIP:-symbols}"
 "$CARGO" build --locked --profile "$PROFILE" --target "$TARGET" -p reconcile-host --bin reconcile-host \
   --no-default-features
 
-# Cargo's `dev` profile builds into `debug/`.
+# Cargo's `dev` profile builds into `debug/`, the others into a directory of their name.
 dir=$PROFILE
 [ "$PROFILE" = dev ] && dir=debug
 mkdir -p "$(dirname "$OUT")"

@@ -1,9 +1,7 @@
 //! End to end: what the real host binary logs about API requests that fail and are retried.
 
-mod common;
-
-use common::host::{Host, component, manifest, scratch};
-use common::{config_map, config_maps, eventually_async};
+use crate::common::host::{Host, component, manifest, scratch};
+use crate::common::{config_map, config_maps, eventually_async};
 use embedded_apiserver::{ApiServer, Config, FailRule, Failure, Verb};
 use kube::api::PostParams;
 

@@ -1,13 +1,11 @@
 //! `check` and `reconcile`, the plugin authors' tools: the real binary on the real example and
 //! test components, no cluster.
 
-mod common;
-
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 
-use common::host::{component, manifest, scratch, tool, workspace};
+use crate::common::host::{component, manifest, scratch, tool, workspace};
 use serde_json::{Value, json};
 
 /// Runs the binary with `args` (and the tests' module cache), feeding `stdin` if given.

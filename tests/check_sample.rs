@@ -3,12 +3,11 @@
 //! assert, a panic) fails with the guest's own words and the fix; a reconcile error and a
 //! correct plugin pass.
 
-mod common;
-
+use crate::common;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 
-use common::host::{component, manifest, scratch, scripted_component, tool, workspace};
+use crate::common::host::{component, manifest, scratch, scripted_component, tool, workspace};
 
 /// `check MANIFEST [--sample FILE]` with the tests' module cache.
 fn check(manifest: &Path, sample: Option<&Path>) -> Output {

@@ -1,8 +1,7 @@
 //! The `reconcile-host` binary: configuration errors, help, and `run` against the embedded API
 //! server with real signals.
 
-mod common;
-
+use crate::common;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 

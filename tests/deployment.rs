@@ -6,17 +6,16 @@
 //! out as the kubelet lays them out, the service account's credentials), takes the Lease, runs
 //! the plugin from its ConfigMap and reloads it when the ConfigMap changes.
 
-mod common;
-
+use crate::common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+use crate::common::backend::Backend;
+use crate::common::eventually_async;
+use crate::common::host::{component, free_port, http_get, scratch, workspace};
 use anyhow::{Context, bail};
 use clap::{CommandFactory, FromArgMatches};
-use common::backend::Backend;
-use common::eventually_async;
-use common::host::{component, free_port, http_get, scratch, workspace};
 use embedded_apiserver::{ApiServer, Config};
 use reconcile_host::cli::{Cli, RunArgs};
 use reconcile_host::plugin::manifest::Manifest;

@@ -3,14 +3,13 @@
 //! declares it as a ReconcilerPlugin object, applies their samples, and each example converges;
 //! an edited example reaches the host through its object.
 
-mod common;
-
+use crate::common;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::eventually_async;
-use common::host::{Host, component, guests, scratch, scripted_component, tool, workspace};
+use crate::common::eventually_async;
+use crate::common::host::{Host, component, guests, scratch, scripted_component, tool, workspace};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject};

@@ -1,14 +1,13 @@
 //! End to end: the real host binary loads real components built from `examples/` and
 //! `host/tests/guests/`, against the embedded API server over HTTP.
 
-mod common;
-
+use crate::common;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use common::backend::Backend as ApiServer;
-use common::host::{Host, component, manifest, scratch};
-use common::{config_maps, eventually_async, namespace};
+use crate::common::backend::Backend as ApiServer;
+use crate::common::host::{Host, component, manifest, scratch};
+use crate::common::{config_maps, eventually_async, namespace};
 use embedded_apiserver::Config;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};

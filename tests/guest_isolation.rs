@@ -2,12 +2,10 @@
 //! real host binary against the embedded API server. Whatever the hostile guest does, it reaches
 //! nothing outside its grants, and the host and the other plugin keep working.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::host::{Host, component, manifest, scratch};
-use common::{config_maps, eventually_async, namespace};
+use crate::common::host::{Host, component, manifest, scratch};
+use crate::common::{config_maps, eventually_async, namespace};
 use embedded_apiserver::{ApiServer, Config, RecordedRequest};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, PostParams};

@@ -1,13 +1,12 @@
 //! End to end: plugins added, swapped, rebuilt and removed in a running host, by changing files
 //! in its plugins directory.
 
-mod common;
-
+use crate::common;
 use std::path::{Path, PathBuf};
 
-use common::backend::Backend as ApiServer;
-use common::host::{Host, component, scratch};
-use common::{churn, eventually_async};
+use crate::common::backend::Backend as ApiServer;
+use crate::common::host::{Host, component, scratch};
+use crate::common::{churn, eventually_async};
 use embedded_apiserver::Config;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};

@@ -3,14 +3,13 @@
 //! exactly the rules the example manifests need. With `E2E_BACKEND=real` the pod's token comes
 //! from the real server's TokenRequest API and its permissions from `reconcile-host rbac`.
 
-mod common;
-
+use crate::common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::backend::Backend;
-use common::host::{Host, component, manifest, scratch, workspace};
-use common::{eventually_async, namespace};
+use crate::common::backend::Backend;
+use crate::common::host::{Host, component, manifest, scratch, workspace};
+use crate::common::{eventually_async, namespace};
 use embedded_apiserver::{ApiServer, Config};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;

@@ -2,15 +2,14 @@
 //! `build.sh` (clang 19, wasi-libc, tools/wit-c), loaded into the real host against the embedded
 //! API server, and run through `reconcile-host reconcile`.
 
-mod common;
-
+use crate::common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::backend::Backend as ApiServer;
-use common::host::{Host, manifest, scratch, scripted_component, workspace};
-use common::{config_maps, eventually_async, namespace};
+use crate::common::backend::Backend as ApiServer;
+use crate::common::host::{Host, manifest, scratch, scripted_component, workspace};
+use crate::common::{config_maps, eventually_async, namespace};
 use embedded_apiserver::Config;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;

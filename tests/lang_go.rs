@@ -3,17 +3,16 @@
 //! adapter; see docs/guests/go.md), loaded by the real host binary against the embedded API
 //! server.
 
-mod common;
-
+use crate::common;
 use std::path::PathBuf;
 
-use common::backend::Backend as ApiServer;
-use common::host::{Host, component, manifest, scratch, scripted_component, workspace};
-use common::website::{
+use crate::common::backend::Backend as ApiServer;
+use crate::common::host::{Host, component, manifest, scratch, scripted_component, workspace};
+use crate::common::website::{
     children, crd, normalized_calls, reconcile_host, reconcile_json, sample_website, status_at,
     websites,
 };
-use common::{collected, eventually_async, namespace};
+use crate::common::{collected, eventually_async, namespace};
 use embedded_apiserver::Config;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};

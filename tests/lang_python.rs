@@ -5,8 +5,6 @@
 //! `E2E_BACKEND=real` (the replicator's finalizer deletes every copy, so no test needs the
 //! garbage collector a real server here lacks).
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -14,11 +12,11 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use common::backend::Backend as ApiServer;
-use common::host::{
+use crate::common::backend::Backend as ApiServer;
+use crate::common::host::{
     Host, component, manifest, scratch, scripted_component, target_dir, tool, workspace,
 };
-use common::{WAIT, config_maps, eventually_async, namespace};
+use crate::common::{WAIT, config_maps, eventually_async, namespace};
 use embedded_apiserver::Config;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;

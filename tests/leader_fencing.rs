@@ -1,13 +1,11 @@
 //! End to end, with real processes: a leader frozen past its lease (SIGSTOP) while a reconcile
 //! runs makes no write after it wakes (SIGCONT); the replica that took over does the work.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::backend::Backend as ApiServer;
-use common::host::{Host, component, manifest, scratch};
-use common::{config_maps, eventually_async, namespace};
+use crate::common::backend::Backend as ApiServer;
+use crate::common::host::{Host, component, manifest, scratch};
+use crate::common::{config_maps, eventually_async, namespace};
 use embedded_apiserver::Config;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::PostParams;

@@ -3,15 +3,14 @@
 //! host does them, with the digests verified, the registry down and up again, htpasswd auth,
 //! the disk cache, and the 18 MB Python component.
 
-mod common;
-
+use crate::common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use crate::common::host::{HOST_BINARY, component, scratch, scripted_component};
+use crate::common::registry::Registry;
 use base64::Engine as _;
-use common::host::{HOST_BINARY, component, scratch, scripted_component};
-use common::registry::Registry;
 use sha2::{Digest as _, Sha256};
 
 /// What the binary printed and how it ended.

@@ -5,15 +5,14 @@
 //! a real registry (`docker-registry`) by tag, pinned to its digest, serving while the registry
 //! is down, and a new tag pulled when the spec changes. On both API server backends.
 
-mod common;
-
+use crate::common;
 use std::path::Path;
 use std::process::Command;
 
-use common::backend::{Backend, Cluster};
-use common::host::{HOST_BINARY, Host, component, scratch, workspace};
-use common::registry::Registry;
-use common::{churn, config_maps, crd_established, eventually_async, namespace};
+use crate::common::backend::{Backend, Cluster};
+use crate::common::host::{HOST_BINARY, Host, component, scratch, workspace};
+use crate::common::registry::Registry;
+use crate::common::{churn, config_maps, crd_established, eventually_async, namespace};
 use embedded_apiserver::Config;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;

@@ -3,15 +3,14 @@
 //! missing verb would allow is a 403 from the server, which the guest sees as `api` with code
 //! 403. Only a real server authorizes, so on the embedded one the test says so and stops.
 
-mod common;
-
+use crate::common;
 use std::path::Path;
 use std::process::Command;
 
-use common::backend::Backend;
-use common::control_plane::ControlPlane;
-use common::host::{HOST_BINARY, Host, component, manifest, scratch};
-use common::{config_maps, eventually_async, namespace};
+use crate::common::backend::Backend;
+use crate::common::control_plane::ControlPlane;
+use crate::common::host::{HOST_BINARY, Host, component, manifest, scratch};
+use crate::common::{config_maps, eventually_async, namespace};
 use embedded_apiserver::Config;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, ObjectMeta, PostParams};

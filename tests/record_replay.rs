@@ -3,8 +3,6 @@
 //! same failure with the same calls, reports what a fixed module does differently, and prints the
 //! same report every time for guests in every language.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -12,9 +10,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ObjectMeta, PostParams};
 use serde_json::Value;
 
-use common::backend::Backend as ApiServer;
-use common::host::{Host, component, manifest, scratch, tool, workspace};
-use common::{config_maps, eventually, eventually_async, namespace};
+use crate::common::backend::Backend as ApiServer;
+use crate::common::host::{Host, component, manifest, scratch, tool, workspace};
+use crate::common::{config_maps, eventually, eventually_async, namespace};
 use embedded_apiserver::Config;
 
 fn testbed(name: &str, behave: &str) -> ConfigMap {

@@ -3,8 +3,7 @@
 //! an edit of the manifest. The plugin is the ledger test guest (it records `data.v` and its
 //! env `REPLICA` in annotations). Runs on the embedded API server and on the real one.
 
-mod common;
-
+use crate::common;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -12,9 +11,9 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use sha2::Digest as _;
 
-use common::backend::Backend as ApiServer;
-use common::host::{Host, component, manifest, scratch};
-use common::{config_maps, eventually_async, namespace};
+use crate::common::backend::Backend as ApiServer;
+use crate::common::host::{Host, component, manifest, scratch};
+use crate::common::{config_maps, eventually_async, namespace};
 use embedded_apiserver::Config;
 
 const RUNS: &str = "reconcile_host_plugin_shadow_runs_total{plugin=\"ledger\",outcome=";

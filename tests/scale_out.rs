@@ -3,15 +3,14 @@
 //! replicas reconcile one key at once, and at quiescence every object is reconciled at its
 //! latest version. The ledger guest logs when each reconcile begins and ends (wall clock).
 
-mod common;
-
+use crate::common;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::backend::Backend as ApiServer;
-use common::host::{Host, Scratch, component, manifest, scratch};
-use common::{config_maps, eventually_async, namespace};
+use crate::common::backend::Backend as ApiServer;
+use crate::common::host::{Host, Scratch, component, manifest, scratch};
+use crate::common::{config_maps, eventually_async, namespace};
 use embedded_apiserver::Config;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;

@@ -1,10 +1,8 @@
 //! End to end: the real host binary started before its API server is up says so, keeps
 //! trying, stays unready, and starts normally once the API server answers.
 
-mod common;
-
-use common::host::{Host, component, free_port, manifest, scratch};
-use common::{config_maps, eventually_async};
+use crate::common::host::{Host, component, free_port, manifest, scratch};
+use crate::common::{config_maps, eventually_async};
 use embedded_apiserver::{ApiServer, Config};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::PostParams;

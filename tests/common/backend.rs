@@ -2,10 +2,11 @@
 //! default: a fresh embedded API server per test) or `E2E_BACKEND=real` (kube-apiserver and etcd
 //! from [`control_plane`](super::control_plane), started once per test binary).
 //!
-//! On the real backend the control plane is shared by the tests of one binary, so a [`Backend`]
-//! holds a lease: tests of a binary run against it one at a time, and each lease starts by
-//! removing what earlier tests left (objects in every namespace but the system ones, extra
-//! namespaces, CustomResourceDefinitions), so a test sees a cluster as fresh as an embedded
+//! On the real backend the control planes are shared by the tests of one binary: a [`Backend`]
+//! holds a lease on one of [`planes`] control planes (`E2E_REAL_PLANES`, two by default, each
+//! started on first use), so tests run against them one at a time per plane, and each lease
+//! starts by removing what earlier tests left (objects in every namespace but the system ones,
+//! extra namespaces, CustomResourceDefinitions): a test sees a cluster as fresh as an embedded
 //! server. Tests that need the embedded server's in-process handles (fault injection, the request
 //! log) use [`Backend::embedded`] and stay embedded-only.
 
@@ -22,7 +23,7 @@ use super::control_plane::ControlPlane;
 pub enum Kind {
     /// The embedded API server, one per test.
     Embedded,
-    /// A real kube-apiserver and etcd, one per test binary.
+    /// Real kube-apiserver and etcd processes, shared by the tests of a binary.
     Real,
 }
 
@@ -47,12 +48,12 @@ pub fn real() -> bool {
 pub enum Backend {
     /// A fresh embedded API server.
     Embedded(ApiServer),
-    /// The binary's shared control plane, leased to this test until dropped.
+    /// One of the binary's shared control planes, leased to this test until dropped.
     Real {
         /// The control plane.
         plane: &'static ControlPlane,
-        /// Held while the test runs: the tests of a binary take turns.
-        _lease: tokio::sync::MutexGuard<'static, ()>,
+        /// Held while the test runs: the tests of a binary take turns on each plane.
+        _lease: Lease,
     },
 }
 
@@ -67,10 +68,10 @@ impl Backend {
         match kind() {
             Kind::Embedded => ApiServer::start(config).await.map(Self::Embedded),
             Kind::Real => {
-                static LEASE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-                let lease = LEASE.lock().await;
-                let plane = tokio::task::spawn_blocking(|| {
-                    let plane = shared();
+                let lease = Lease::acquire().await;
+                let slot = lease.slot;
+                let plane = tokio::task::spawn_blocking(move || {
+                    let plane = shared(slot);
                     reset(plane);
                     plane
                 })
@@ -201,11 +202,66 @@ impl Cluster for Backend {
     }
 }
 
-/// The binary's control plane, started on first use; stopped by its watchdog when the test
-/// process exits (a `static` is never dropped).
-pub fn shared() -> &'static ControlPlane {
-    static PLANE: OnceLock<ControlPlane> = OnceLock::new();
-    PLANE.get_or_init(ControlPlane::start)
+/// How many control planes the tests of a binary share on the real backend: `E2E_REAL_PLANES`,
+/// 2 when unset. Each plane serves one test at a time, so this is also how many real-backend
+/// tests run at once.
+///
+/// # Panics
+/// When `E2E_REAL_PLANES` is not a positive number.
+pub fn planes() -> usize {
+    static PLANES: OnceLock<usize> = OnceLock::new();
+    *PLANES.get_or_init(|| match std::env::var("E2E_REAL_PLANES") {
+        Err(_) => 2,
+        Ok(value) => match value.parse() {
+            Ok(planes) if planes > 0 => planes,
+            _ => panic!("E2E_REAL_PLANES={value} is not a number of control planes; use 1 or more"),
+        },
+    })
+}
+
+/// A test's turn on one of the [`planes`]: the plane's number while held; dropping it hands the
+/// plane to the next test waiting.
+pub struct Lease {
+    slot: usize,
+    _turn: tokio::sync::SemaphorePermit<'static>,
+}
+
+impl Lease {
+    /// Waits for a free plane.
+    async fn acquire() -> Self {
+        static TURNS: OnceLock<tokio::sync::Semaphore> = OnceLock::new();
+        let turn = TURNS
+            .get_or_init(|| tokio::sync::Semaphore::new(planes()))
+            .acquire()
+            .await
+            .expect("the semaphore is never closed");
+        let slot = free_planes()
+            .lock()
+            .pop()
+            .expect("a turn leaves a plane free");
+        Self { slot, _turn: turn }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        // The plane is free again before the turn (the field, dropped after this) is.
+        free_planes().lock().push(self.slot);
+    }
+}
+
+/// The planes no test holds, lowest number last (so one test alone always uses plane 0).
+fn free_planes() -> &'static parking_lot::Mutex<Vec<usize>> {
+    static FREE: OnceLock<parking_lot::Mutex<Vec<usize>>> = OnceLock::new();
+    FREE.get_or_init(|| parking_lot::Mutex::new((0..planes()).rev().collect()))
+}
+
+/// The binary's control plane number `slot`, started on first use; stopped by its watchdog when
+/// the test process exits (a `static` is never dropped).
+pub fn shared(slot: usize) -> &'static ControlPlane {
+    static PLANES: OnceLock<Vec<OnceLock<ControlPlane>>> = OnceLock::new();
+    PLANES.get_or_init(|| (0..planes()).map(|_| OnceLock::new()).collect())[slot]
+        .get_or_init(ControlPlane::start)
 }
 
 /// Namespaces a real server makes itself; kept by [`reset`].

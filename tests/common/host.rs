@@ -53,6 +53,10 @@ pub fn guests() -> &'static Path {
         command
             .current_dir(workspace())
             .args(["build", "--release", "--target", "wasm32-wasip2"])
+            // `make test` builds the tests with clippy-driver as the workspace's rustc wrapper;
+            // the guests were built without it, and a different wrapper would build them again.
+            .env_remove("RUSTC_WORKSPACE_WRAPPER")
+            .env_remove("CLIPPY_ARGS")
             .arg("--target-dir")
             .arg(&target);
         for guest in GUESTS {
@@ -461,9 +465,28 @@ pub async fn http_get(address: &str, path: &str) -> Option<String> {
 /// Runs `script` (relative to the workspace; a guest's `build.sh`) once per test binary and
 /// returns the component it writes, `<target>/guests/<name>.wasm`. Build scripts install their
 /// pinned toolchain themselves, so a fresh machine needs nothing beforehand.
+///
+/// The scripts of one language (the suffix of the guest's directory: `-python`, `-js`, `-c`,
+/// `-go`) take turns, as they share the toolchain the first of them may install; a test waiting
+/// for a JavaScript build does not wait for a Python one.
 pub fn scripted_component(script: &str, name: &str) -> PathBuf {
-    static BUILT: OnceLock<Mutex<std::collections::HashMap<String, PathBuf>>> = OnceLock::new();
-    let built = BUILT.get_or_init(Default::default);
+    type Built = Mutex<std::collections::HashMap<String, PathBuf>>;
+    static LANGUAGES: OnceLock<Mutex<std::collections::HashMap<String, Arc<Built>>>> =
+        OnceLock::new();
+    let language = Path::new(script)
+        .parent()
+        .and_then(Path::file_name)
+        .and_then(|guest| guest.to_str())
+        .and_then(|guest| guest.rsplit_once('-'))
+        .map_or("", |(_, language)| language)
+        .to_owned();
+    let built = Arc::clone(
+        LANGUAGES
+            .get_or_init(Default::default)
+            .lock()
+            .entry(language)
+            .or_default(),
+    );
     let mut built = built.lock();
     if let Some(path) = built.get(script) {
         return path.clone();
@@ -473,6 +496,8 @@ pub fn scripted_component(script: &str, name: &str) -> PathBuf {
         .arg(workspace().join(script))
         .current_dir(workspace())
         .env("CARGO_TARGET_DIR", &target)
+        .env_remove("RUSTC_WORKSPACE_WRAPPER") // as in `guests`: wit-c was built without it
+        .env_remove("CLIPPY_ARGS")
         .status()
         .expect("bash runs");
     assert!(status.success(), "{script} failed");

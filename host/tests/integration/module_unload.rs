@@ -1,10 +1,8 @@
 //! Idle plugin modules unloaded by the module loader, with a real compiled component.
 
-mod common;
-
 use std::time::Duration;
 
-use common::host::{component, scratch};
+use crate::common::host::{component, scratch};
 use reconcile_host::plugin::engine::{EngineSettings, PluginEngine};
 use reconcile_host::plugin::module::ModuleLoader;
 

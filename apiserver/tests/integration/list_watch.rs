@@ -1,9 +1,7 @@
 //! List and watch semantics over HTTP: selectors, pagination, history replay, bookmarks, the
 //! history window's 410 Gone, and timeoutSeconds.
 
-mod common;
-
-use common::{Http, configmap, raw_get, rv, server, start};
+use crate::common::{Http, configmap, raw_get, rv, server, start};
 use embedded_apiserver::Config;
 use serde_json::{Value, json};
 

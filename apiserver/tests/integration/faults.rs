@@ -1,10 +1,9 @@
 //! Fault injection and bulk load, driven through the in-process handle, observed over HTTP.
 
-mod common;
-
+use crate::common;
 use std::time::{Duration, Instant};
 
-use common::{Http, configmap, rv, server};
+use crate::common::{Http, configmap, rv, server};
 use embedded_apiserver::{FailRule, Failure, Verb};
 use serde_json::json;
 

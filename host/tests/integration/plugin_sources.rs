@@ -1,12 +1,10 @@
 //! The plugin supervisor's watch over its sources, in process against the embedded API server.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::eventually_async;
-use common::host::{component, scratch};
+use crate::common::eventually_async;
+use crate::common::host::{component, scratch};
 use embedded_apiserver::{ApiServer, Config};
 use reconcile_host::plugin::api::SharedApi;
 use reconcile_host::plugin::engine::{EngineSettings, PluginEngine};

@@ -6,9 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-mod common;
-
-use common::{config_map, eventually, eventually_async};
+use crate::common::{config_map, eventually, eventually_async};
 use embedded_apiserver::{ApiServer, Config, FailRule, Failure, Verb};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};

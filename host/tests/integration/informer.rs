@@ -1,12 +1,11 @@
 //! Informers against the embedded API server over real HTTP: list then watch, recovery from a
 //! dropped watch and from 410 Gone, shared subscribers, resync.
 
+use crate::common;
 use std::sync::Arc;
 use std::time::Duration;
 
-mod common;
-
-use common::{WAIT, config_map, eventually};
+use crate::common::{WAIT, config_map, eventually};
 use embedded_apiserver::{ApiServer, Config, FailRule, Failure, Verb};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, PostParams};

@@ -1,15 +1,13 @@
 //! Compatibility with the real kubectl binary: apply (create then update), get, get -w,
 //! patch (merge and the status subresource), delete, api-resources, a CRD and its resource.
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::common::{WAIT, server};
 use anyhow::{Context, bail};
-use common::{WAIT, server};
 use embedded_apiserver::ApiServer;
 
 /// The kubectl to test with: on PATH, else the Google Cloud SDK's.

@@ -1,11 +1,10 @@
 //! Compatibility with kube-rs: typed APIs, dynamic objects via discovery, and the runtime
 //! watcher recovering from dropped watches and from 410 Gone.
 
-mod common;
-
+use crate::common;
 use std::collections::BTreeMap;
 
-use common::{WAIT, eventually, server};
+use crate::common::{WAIT, eventually, server};
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::ConfigMap;

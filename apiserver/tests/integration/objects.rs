@@ -1,9 +1,7 @@
 //! Object semantics over HTTP: create, update, status subresource, patches, apply, delete with
 //! finalizers, garbage collection, namespaces, errors, CRDs and discovery.
 
-mod common;
-
-use common::{Http, configmap, eventually, rv, server};
+use crate::common::{Http, configmap, eventually, rv, server};
 use serde_json::{Value, json};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";

@@ -1,12 +1,10 @@
 //! Compatibility with the official Kubernetes Python client: list, watch with resourceVersion,
 //! replace with a stale resourceVersion (409), and server-side apply.
 
-mod common;
-
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::server;
+use crate::common::server;
 
 /// The venv's python with the `kubernetes` package, or a failure telling how to install it.
 fn python() -> PathBuf {

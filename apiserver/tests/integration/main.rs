@@ -1,0 +1,14 @@
+//! The embedded API server's integration tests, one binary: each module checks one behaviour over
+//! HTTP or through a real client (kube-rs, kubectl, the Python client) and opens with what it
+//! checks. `cargo test -p embedded-apiserver --test integration <module>::` runs one module.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod binary;
+mod faults;
+mod kube_rs;
+mod kubectl;
+mod list_watch;
+mod objects;
+mod python_client;
