@@ -13,6 +13,9 @@ TARGET=x86_64-unknown-linux-musl
 PROFILE=${PROFILE:-release}
 CARGO=${CARGO:-cargo}
 OUT=target/static/reconcile-host
+# Where Cargo builds (CARGO_TARGET_DIR, as Cargo reads it; target/ by default); the binary is
+# copied to OUT either way.
+BUILD_DIR=${CARGO_TARGET_DIR:-target}
 
 rustup target add "$TARGET" >/dev/null 2>&1 || rustup target add "$TARGET"
 
@@ -34,7 +37,7 @@ export CARGO_PROFILE_RELEASE_STRIP="${CARGO_PROFILE_RELEASE_STRIP:-symbols}"
 dir=$PROFILE
 [ "$PROFILE" = dev ] && dir=debug
 mkdir -p "$(dirname "$OUT")"
-cp "target/$TARGET/$dir/reconcile-host" "$OUT"
+cp "$BUILD_DIR/$TARGET/$dir/reconcile-host" "$OUT"
 
 # A static binary asks for no program interpreter (the image has no libc to load one).
 # The whole output is read: under pipefail, `grep -q` stopping early could kill readelf with

@@ -24,8 +24,14 @@ seconds() { # "1m2.345s" (bash `times`) -> 62.345
 
 echo "== $name: $*"
 start="$(date +%s.%N)"
-"$@"
-status=$?
+if [ -n "${STEP_PREFIX:-}" ]; then
+  # Steps run side by side (make test): each line says which step wrote it.
+  "$@" 2>&1 | sed -u "s/^/[$name] /"
+  status=${PIPESTATUS[0]}
+else
+  "$@"
+  status=$?
+fi
 end="$(date +%s.%N)"
 # The second line of `times` is the user and system time of this shell's finished children
 # (`times` in this shell, not a subshell: a subshell has no children of its own yet).
