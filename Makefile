@@ -34,18 +34,18 @@ test:
 	@status=0; $(MAKE) --no-print-directory test-steps || status=$$?; \
 	  STEPS_STARTED=$$(cat target/test-steps.started) scripts/test-steps-table.sh; exit $$status
 
-## The steps, in this order: the Rust chain (fmt, Rust guests, build with clippy, tests on the
-## embedded server, tests on the real one) is the critical path; the control plane, the other
-## languages' guests and the Go tests run beside it, one at a time; the static binary is built
-## beside both from the start, at the lowest CPU priority (nice 19: it takes only the cores the
-## others leave idle, so neither the build nor the tests' time bounds share their cores with it),
-## in its own target directory, so it never waits for Cargo's lock. Each output line starts with its step.
+## The steps, two at a time (the machine's two cores) in this order: the Rust chain (fmt, Rust
+## guests, build with clippy, tests on the embedded server, tests on the real one) is the
+## critical path; the control plane, the other languages' guests and the Go tests run beside
+## it; the static binary is built at the lowest CPU priority (nice 19) from the moment the test
+## build is done, so the tests' time bounds do not share their cores with it, and in its own
+## target directory, so it never waits for Cargo's lock. Each output line starts with its step.
 ## The steps run without make's jobserver (SUITE): Cargo and Go use both cores whatever else runs,
 ## and the kernel shares them, instead of a build dropping to one job while a step beside it waits
 ## on the network.
 SUITE := env -u MAKEFLAGS -u MFLAGS STEP_PREFIX=1 $(MAKE) --no-print-directory
 test-steps:
-	$(SUITE) -j3 suite-e2e-real suite-go-test suite-static-check
+	$(SUITE) -j2 suite-e2e-real suite-go-test suite-static-check
 
 .PHONY: $(addprefix suite-,deps fmt guests-rust wit-c test-build unit-run e2e-real go-test static-check \
 	control-plane $(GUEST_LANGUAGES:%=guests-%))
@@ -72,7 +72,7 @@ suite-e2e-real: suite-unit-run suite-control-plane
 	$(SUITE) e2e-real
 suite-go-test: suite-guests-go
 	$(SUITE) go-test
-suite-static-check: suite-fmt
+suite-static-check: suite-test-build
 	STATIC_NICE=19 CARGO_TARGET_DIR=$(CURDIR)/target/static-check $(SUITE) static-check
 
 ## The build with clippy lints the Rust guests natively, for the host's target; that covers
