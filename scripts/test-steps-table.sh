@@ -17,5 +17,5 @@ awk -F'\t' -v started="${STEPS_STARTED:-}" -v now="$now" '
   END {
     print line
     printf "%-22s %9.1f %9.1f\n", "sum of steps", wall, cpu
-    if (started != "") printf "%-22s %9.1f %9s  (%.1f min)\n", "make test, wall", now - started, "", (now - started) / 60
+    if (started != "") printf "%-22s %9.1f %9s  (%.1f min)\n", "run, wall", now - started, "", (now - started) / 60
   }' "$file"
