@@ -30,9 +30,15 @@ LINTED = RUSTC_WORKSPACE_WRAPPER="$(CLIPPY_DRIVER)" CLIPPY_ARGS=-D__CLIPPY_HACKE
 ## Everything CI checks: toolchain and test dependencies, formatting, lints, all tests; then one
 ## table of each step's wall and CPU seconds, also when a step failed.
 test:
+	$(call with-step-table,test-steps)
+
+# The recipe of `make test` and `make test-fast`: runs the targets $(1), then prints the table of
+# their steps (scripts/test-steps-table.sh), also when one failed, and keeps the run's status.
+define with-step-table
 	@mkdir -p target && rm -f target/test-steps.tsv && date +%s >target/test-steps.started
-	@status=0; $(MAKE) --no-print-directory test-steps || status=$$?; \
+	@+status=0; $(MAKE) --no-print-directory $(1) || status=$$?; \
 	  STEPS_STARTED=$$(cat target/test-steps.started) scripts/test-steps-table.sh; exit $$status
+endef
 
 ## The steps, two at a time (the machine's two cores) in this order: the Rust chain (fmt, Rust
 ## guests, build with clippy, tests on the embedded server, tests on the real one) is the
@@ -43,7 +49,8 @@ test:
 ## The steps run without make's jobserver (SUITE): Cargo and Go use both cores whatever else runs,
 ## and the kernel shares them, instead of a build dropping to one job while a step beside it waits
 ## on the network.
-SUITE := env -u MAKEFLAGS -u MFLAGS STEP_PREFIX=1 $(MAKE) --no-print-directory
+UNSHARED := env -u MAKEFLAGS -u MFLAGS STEP_PREFIX=1
+SUITE := $(UNSHARED) $(MAKE) --no-print-directory
 test-steps:
 	$(SUITE) -j2 suite-e2e-real suite-go-test suite-static-check
 
@@ -57,7 +64,7 @@ suite-guests-rust: suite-fmt
 	$(SUITE) guests-rust
 ## wit-c (the C and Go guests' binding generator) before the test build takes Cargo's lock
 suite-wit-c: suite-guests-rust
-	env -u MAKEFLAGS -u MFLAGS STEP_PREFIX=1 $(STEP) wit-c tools/wit-c/built.sh $(CURDIR)/target
+	$(UNSHARED) $(STEP) wit-c tools/wit-c/built.sh $(CURDIR)/target
 suite-test-build: suite-wit-c
 	$(SUITE) test-build
 suite-control-plane: suite-deps
@@ -90,9 +97,7 @@ suite-guest-cfg:
 ## `make test` stays the gate.
 .PHONY: test-fast
 test-fast:
-	@mkdir -p target && rm -f target/test-steps.tsv && date +%s >target/test-steps.started
-	@status=0; $(MAKE) --no-print-directory fmt-check guests test-build unit-run || status=$$?; \
-	  STEPS_STARTED=$$(cat target/test-steps.started) scripts/test-steps-table.sh; exit $$status
+	$(call with-step-table,fmt-check guests test-build unit-run)
 
 ## Installs what the tests need (rustup components and target, the Python client, kubectl).
 deps:
