@@ -18,7 +18,7 @@ use anyhow::{Context, bail};
 use clap::{CommandFactory, FromArgMatches};
 use embedded_apiserver::{ApiServer, Config};
 use reconcile_host::cli::{Cli, RunArgs};
-use reconcile_host::plugin::manifest::Manifest;
+use reconcile_host::manifest::Manifest;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -696,7 +696,7 @@ async fn the_deployments_configuration_resolves_to_its_mounts_and_finds_the_plug
     );
     assert!(config.kubeconfig.is_none(), "in a pod: in-cluster");
 
-    let manifests = reconcile_host::plugin::loader::manifest_paths(&config.plugins)
+    let manifests = reconcile_host::delivery::loader::manifest_paths(&config.plugins)
         .expect("the plugins directory reads");
     let expected = pod
         .path("/etc/reconcile-host/plugins")

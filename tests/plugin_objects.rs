@@ -230,10 +230,7 @@ fn find<'a>(status: &'a Value, type_: &str) -> &'a Value {
 
 /// `sha256:<hex>` of `bytes`.
 fn digest(bytes: &[u8]) -> String {
-    format!(
-        "sha256:{}",
-        reconcile_host::plugin::module::hex_sha256(bytes)
-    )
+    format!("sha256:{}", reconcile_host::wasm::module::hex_sha256(bytes))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

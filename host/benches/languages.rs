@@ -28,9 +28,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode, Throughput};
-use reconcile_host::plugin::engine::{EngineSettings, PluginEngine, stub_withheld};
-use reconcile_host::plugin::module::{ModuleLoader, hex_sha256};
-use reconcile_host::plugin::state::GuestState;
+use reconcile_host::wasm::engine::{EngineSettings, PluginEngine, stub_withheld};
+use reconcile_host::wasm::module::{ModuleLoader, hex_sha256};
+use reconcile_host::wasm::state::GuestState;
 use tokio::runtime::Runtime;
 use wasmtime::Store;
 use wasmtime::component::Component;

@@ -31,8 +31,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode, Throughput};
-use reconcile_host::plugin::engine::{EngineSettings, PluginEngine};
-use reconcile_host::plugin::reconciler::PluginReconciler;
+use reconcile_host::delivery::reconciler::PluginReconciler;
+use reconcile_host::wasm::engine::{EngineSettings, PluginEngine};
 use tokio::runtime::Runtime;
 use wasmtime::Store;
 use wasmtime::component::{

@@ -20,16 +20,16 @@ use std::time::{Duration, Instant};
 use embedded_apiserver::{ApiServer, Config};
 use parking_lot::Mutex;
 use reconcile_host::controller::{Action, Controller, ObjectKey, Reconciler, Request};
+use reconcile_host::delivery::reconciler::{Plugin, PluginReconciler};
+use reconcile_host::delivery::supervisor::{Plugins, SETTLE};
 use reconcile_host::informer::{CachedObject, Store};
-use reconcile_host::plugin::api::Recorder;
-use reconcile_host::plugin::context::PluginContext;
-use reconcile_host::plugin::engine::{EngineSettings, PluginEngine};
-use reconcile_host::plugin::manifest::Manifest;
-use reconcile_host::plugin::module::ModuleLoader;
-use reconcile_host::plugin::reconciler::{Plugin, PluginReconciler};
-use reconcile_host::plugin::supervisor::{Plugins, SETTLE};
+use reconcile_host::manifest::Manifest;
 use reconcile_host::queue::RateLimitingQueue;
 use reconcile_host::runtime::{Runtime, RuntimeSettings};
+use reconcile_host::wasm::api::Recorder;
+use reconcile_host::wasm::context::PluginContext;
+use reconcile_host::wasm::engine::{EngineSettings, PluginEngine};
+use reconcile_host::wasm::module::ModuleLoader;
 use tokio_util::sync::CancellationToken;
 
 const OBJECTS: usize = 10_000;
@@ -78,7 +78,7 @@ struct Busy {
 
 impl Reconciler for Busy {
     type Object = CachedObject;
-    type Error = reconcile_host::plugin::reconciler::PluginError;
+    type Error = reconcile_host::delivery::reconciler::PluginError;
 
     async fn reconcile(&self, request: Request<CachedObject>) -> Result<Action, Self::Error> {
         let key = request.key.clone();
@@ -208,8 +208,8 @@ async fn file_change_to_serving(wasm: &Path, rounds: usize) -> Vec<Duration> {
     let plugins = Arc::new(Plugins::new(
         runtime.clone(),
         ModuleLoader::new(engine),
-        Arc::new(reconcile_host::plugin::kube_api::KubeApi::new(client))
-            as reconcile_host::plugin::api::SharedApi,
+        Arc::new(reconcile_host::wasm::kube_api::KubeApi::new(client))
+            as reconcile_host::wasm::api::SharedApi,
         vec![dir.clone()],
     ));
     plugins.load_all().await.expect("loads");

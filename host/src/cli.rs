@@ -56,11 +56,11 @@ pub enum Command {
     /// `application/vnd.wasm.config.v0+json` listing its world, imports and exports; one
     /// `application/wasm` layer) and print its digest reference
     /// `<registry>/<repository>@sha256:…` for a ReconcilerPlugin's `oci`.
-    Push(crate::plugin::oci::push::PushArgs),
+    Push(crate::delivery::oci::push::PushArgs),
     /// Pull a module from an OCI registry into the disk cache as the host does, verifying its
     /// digests; prints the manifest digest, the layer digest and the file.
     #[command(hide = true)]
-    Pull(crate::plugin::oci::push::PullArgs),
+    Pull(crate::delivery::oci::push::PullArgs),
 }
 
 /// Flags of `run`; each overrides the config file.
@@ -219,8 +219,8 @@ pub async fn main(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Rbac(args) => crate::rbac::rbac(*args).await,
         Command::Crd => print_crd(),
-        Command::Push(args) => crate::plugin::oci::push::push(args).await,
-        Command::Pull(args) => crate::plugin::oci::push::pull(args).await,
+        Command::Push(args) => crate::delivery::oci::push::push(args).await,
+        Command::Pull(args) => crate::delivery::oci::push::pull(args).await,
         Command::Run(args) => {
             let config = match args.resolve() {
                 Ok(config) => config,
@@ -248,7 +248,7 @@ fn report(result: anyhow::Result<ExitCode>) -> ExitCode {
 /// `reconcile-host crd`: the `ReconcilerPlugin` CRD, generated from the manifest's types.
 fn print_crd() -> ExitCode {
     use kube::CustomResourceExt;
-    let crd = crate::plugin::manifest::ReconcilerPlugin::crd();
+    let crd = crate::manifest::ReconcilerPlugin::crd();
     match serde_yaml_ng::to_string(&crd) {
         Ok(yaml) => {
             print!("{yaml}");

@@ -7,6 +7,7 @@ pub mod client;
 pub mod cluster_config;
 pub mod config;
 pub mod controller;
+pub mod delivery;
 pub mod dev;
 pub mod election;
 pub mod exit;
@@ -14,7 +15,7 @@ pub mod file_changes;
 pub mod heap;
 pub mod informer;
 pub mod leftovers;
-pub mod plugin;
+pub mod manifest;
 pub mod queue;
 pub mod rbac;
 pub mod runtime;
@@ -22,6 +23,8 @@ pub mod serve;
 pub mod shard;
 pub mod telemetry;
 pub mod tools;
+pub mod upgrade;
+pub mod wasm;
 
 /// `error` followed by each of its sources, joined by `: `: how the host prints an error. A
 /// cause whose text the message already ends with (an error that prints its source itself, as

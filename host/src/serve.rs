@@ -12,17 +12,17 @@ use tokio_util::sync::CancellationToken;
 use crate::client::{self, ClientLimits};
 use crate::cluster_config::{ClusterConfig, ClusterSource, cluster_config};
 use crate::config::HostConfig;
+use crate::delivery::objects::PluginObjects;
+use crate::delivery::oci::Registry;
+use crate::delivery::supervisor::Plugins;
 use crate::election::{ElectionConfig, default_identity};
 use crate::exit::{EXIT_CONFIG, EXIT_INTERRUPTED};
-use crate::plugin::engine::{EngineSettings, PluginEngine};
-use crate::plugin::kube_api::KubeApis;
-use crate::plugin::manifest::ApiRateLimit;
-use crate::plugin::module::ModuleLoader;
-use crate::plugin::objects::PluginObjects;
-use crate::plugin::oci::Registry;
-use crate::plugin::supervisor::Plugins;
+use crate::manifest::ApiRateLimit;
 use crate::runtime::{ElectionSettings, Runtime, RuntimeSettings};
 use crate::telemetry::Telemetry;
+use crate::wasm::engine::{EngineSettings, PluginEngine};
+use crate::wasm::kube_api::KubeApis;
+use crate::wasm::module::ModuleLoader;
 
 /// The leader election client's limits: an attempt is a GET and a PUT every retry period, so
 /// twice that rate with room for retries (at least 5 qps, burst 10).
@@ -274,7 +274,7 @@ async fn load_plugins(
     }
     let plugins = Arc::new(
         Plugins::new(runtime.clone(), ModuleLoader::new(engine), apis, sources)
-            .with_recording(config.recording.settings()),
+            .with_recording(config.recording.clone()),
     );
     let loaded = plugins
         .load_all()
@@ -314,7 +314,7 @@ fn engine(cache: Option<PathBuf>) -> anyhow::Result<PluginEngine> {
         ..EngineSettings::default()
     };
     match PluginEngine::new(settings.clone()) {
-        Err(error @ crate::plugin::engine::EngineError::Cache(..)) => {
+        Err(error @ crate::wasm::engine::EngineError::Cache(..)) => {
             tracing::warn!(error = %crate::error_chain(&error), "compiling plugin modules without a cache");
             PluginEngine::new(EngineSettings {
                 module_cache: None,

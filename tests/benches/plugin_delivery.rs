@@ -21,8 +21,8 @@ use common::registry::Registry;
 use embedded_apiserver::{ApiServer, Config};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use reconcile_host::plugin::engine::{EngineSettings, PluginEngine};
-use reconcile_host::plugin::module::ModuleLoader;
+use reconcile_host::wasm::engine::{EngineSettings, PluginEngine};
+use reconcile_host::wasm::module::ModuleLoader;
 use serde_json::{Value, json};
 
 /// The example components: name, and how to get the file.

@@ -210,7 +210,7 @@ impl Host {
             .arg(module_cache())
             .env(
                 "RUST_LOG",
-                "info,reconcile_host::controller=debug,reconcile_host::plugin::supervisor=debug",
+                "info,reconcile_host::controller=debug,reconcile_host::delivery::supervisor=debug",
             )
             .env_remove("RUST_BACKTRACE")
             .stdout(Stdio::null())

@@ -12,14 +12,14 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, measurement::WallTime};
 use reconcile_host::controller::{Action, Controller, ObjectKey, Reconciler, Request};
+use reconcile_host::delivery::reconciler::{Plugin, PluginReconciler};
 use reconcile_host::informer::CachedObject;
-use reconcile_host::plugin::api::Recorder;
-use reconcile_host::plugin::context::PluginContext;
-use reconcile_host::plugin::engine::PluginEngine;
-use reconcile_host::plugin::manifest::Manifest;
-use reconcile_host::plugin::module::ModuleLoader;
-use reconcile_host::plugin::reconciler::{Plugin, PluginReconciler};
+use reconcile_host::manifest::Manifest;
 use reconcile_host::queue::{RateLimitingQueue, default_controller_limiter};
+use reconcile_host::wasm::api::Recorder;
+use reconcile_host::wasm::context::PluginContext;
+use reconcile_host::wasm::engine::PluginEngine;
+use reconcile_host::wasm::module::ModuleLoader;
 use serde_json::json;
 use tokio::runtime::Runtime;
 use tokio::sync::Notify;
@@ -113,9 +113,9 @@ pub fn recording_plugin(engine: &PluginEngine, rt: &Runtime, wasm: &Path) -> Plu
     let module = rt
         .block_on(ModuleLoader::new(engine.clone()).load(&context.manifest.module))
         .expect("the guest loads");
-    let recordings = reconcile_host::plugin::record::PluginRecordings::new(
+    let recordings = reconcile_host::upgrade::recordings::PluginRecordings::new(
         "bench",
-        reconcile_host::plugin::record::RecordingSettings::default(),
+        reconcile_host::config::RecordingConfig::default(),
     );
     PluginReconciler::new(Arc::new(
         Plugin::new(Arc::new(context), module, None).with_recordings(Arc::new(recordings)),

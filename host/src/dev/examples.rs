@@ -16,9 +16,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::server::apply;
 use crate::config::HostConfig;
+use crate::delivery::oci::push::publish_component;
 use crate::file_changes::FileChanges;
-use crate::plugin::manifest::{Manifest, ReconcilerPlugin};
-use crate::plugin::oci::push::publish_component;
+use crate::manifest::{Manifest, ReconcilerPlugin};
 
 /// How long the examples must be quiet after a change before they are declared again.
 const SETTLE: Duration = Duration::from_millis(250);

@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use parking_lot::Mutex;
 
 /// The largest blob or manifest accepted (the host accepts no larger module).
-const MAX_BLOB: usize = crate::plugin::oci::MAX_MODULE_BYTES as usize;
+const MAX_BLOB: usize = crate::delivery::oci::MAX_MODULE_BYTES as usize;
 
 /// What the registry holds.
 #[derive(Default)]
@@ -251,7 +251,7 @@ fn error(status: StatusCode, code: &str, message: &str) -> Response {
 }
 
 fn sha256(bytes: &[u8]) -> String {
-    format!("sha256:{}", crate::plugin::module::hex_sha256(bytes))
+    format!("sha256:{}", crate::wasm::module::hex_sha256(bytes))
 }
 
 #[cfg(test)]

@@ -34,13 +34,13 @@ pub(super) async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
             args.registry_address
         );
     }
-    let manifests = crate::plugin::loader::manifest_paths(std::slice::from_ref(&args.examples))
+    let manifests = crate::delivery::loader::manifest_paths(std::slice::from_ref(&args.examples))
         .with_context(|| {
-            format!(
-                "cannot read the examples in {}; run from the repository root or pass --examples",
-                args.examples.display()
-            )
-        })?;
+        format!(
+            "cannot read the examples in {}; run from the repository root or pass --examples",
+            args.examples.display()
+        )
+    })?;
     // The registry's port is bound before the API server picks a free one for its plain HTTP
     // listener, so that pick cannot take it.
     let listener = tokio::net::TcpListener::bind(args.registry_address)

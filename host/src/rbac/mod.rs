@@ -34,9 +34,9 @@ use clap::Args;
 use kube::core::GroupVersionKind;
 
 use crate::cluster_config::{ClusterSource, cluster_config};
+use crate::delivery::loader::manifest_paths;
 use crate::exit::EXIT_CONFIG;
-use crate::plugin::loader::manifest_paths;
-use crate::plugin::manifest::{Manifest, ModuleSource};
+use crate::manifest::{Manifest, ModuleSource};
 use crate::runtime::KindRef;
 use label_selector::{is_dns_label, is_dns_subdomain};
 

@@ -8,7 +8,7 @@ use k8s_openapi::api::rbac::v1::{
 use kube::api::ObjectMeta;
 use kube::core::{ApiResource, GroupVersionKind};
 
-use crate::plugin::manifest::{Manifest, Verb};
+use crate::manifest::{Manifest, Verb};
 use crate::runtime::KindRef;
 
 pub(super) const READ: [&str; 3] = ["get", "list", "watch"];

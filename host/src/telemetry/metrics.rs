@@ -16,8 +16,8 @@ use tokio::sync::watch;
 use super::hooks::{ControllerMetrics, LeaderStatus, WorkqueueMetrics};
 use crate::controller::Outcome;
 use crate::election::Leadership;
-use crate::plugin::cost::{CallCost, IMPORT_COUNT, Import};
 use crate::queue::{Key, Queue};
+use crate::wasm::cost::{CallCost, IMPORT_COUNT, Import};
 
 /// client-go's workqueue latency buckets, `ExponentialBuckets(10e-9, 10, 10)`: 10 ns to 10 s.
 /// Written out rather than multiplied so each bound is the nearest `f64` to its power of ten.
@@ -441,10 +441,10 @@ impl Metrics {
     /// The counters of guest output plugin `name` dropped
     /// (`reconcile_host_plugin_log_dropped_{lines,bytes}_total{plugin}`), starting at zero.
     #[must_use]
-    pub fn plugin_log_dropped(&self, name: &str) -> crate::plugin::guest_log::DroppedCounters {
+    pub fn plugin_log_dropped(&self, name: &str) -> crate::wasm::guest_log::DroppedCounters {
         let f = &self.inner.families;
         let plugin = label("plugin", name);
-        crate::plugin::guest_log::DroppedCounters {
+        crate::wasm::guest_log::DroppedCounters {
             lines: f.plugin_log_dropped_lines.get_or_create_owned(&plugin),
             bytes: f.plugin_log_dropped_bytes.get_or_create_owned(&plugin),
         }

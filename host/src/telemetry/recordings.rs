@@ -122,7 +122,7 @@ pub(super) async fn record_key(
             .into_response()
     };
     let valid = namespace
-        .is_none_or(|ns| crate::plugin::reference::check_namespace(Some(ns)).is_ok())
+        .is_none_or(|ns| crate::wasm::reference::check_namespace(Some(ns)).is_ok())
         && !name.is_empty()
         && name.len() <= 253
         && name

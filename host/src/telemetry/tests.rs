@@ -273,7 +273,7 @@ fn dropping_a_scrape_hook_stops_its_refresh() {
 
 #[test]
 fn plugin_costs_expose_guest_instantiate_import_and_api_wait_seconds() {
-    use crate::plugin::cost::{CallCost, IMPORT_COUNT, Import};
+    use crate::wasm::cost::{CallCost, IMPORT_COUNT, Import};
     let metrics = Metrics::new();
     let costs = metrics.plugin_costs("web");
     let mut host = [Duration::ZERO; IMPORT_COUNT];

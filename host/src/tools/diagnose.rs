@@ -3,7 +3,7 @@
 //! and the language its component was written in.
 
 use super::language::{Language, closest};
-use crate::plugin::invoke::GuestFailure;
+use crate::wasm::invoke::GuestFailure;
 
 /// The export every reconciler has.
 const EXPORT: &str = "reconcile";

@@ -29,16 +29,16 @@ use super::language::{Language, javascript_names};
 use super::load::Loaded;
 use super::outcome::ActionRecord;
 use super::run::Run;
-use crate::plugin::invoke::GuestFailure;
-use crate::plugin::manifest::Manifest;
+use crate::manifest::Manifest;
 use crate::runtime::KindRef;
+use crate::wasm::invoke::GuestFailure;
 use label_selector::Operator;
 
 /// The name of the minimal sample object.
 pub(super) const SAMPLE_NAME: &str = "check-sample";
 
 /// Where the host logs guest text (stdout, stderr, the `log` import).
-const GUEST_LOG_TARGET: &str = "reconcile_host::plugin::guest_log";
+const GUEST_LOG_TARGET: &str = "reconcile_host::wasm::guest_log";
 
 /// Kinds of the built-in API groups that are cluster-scoped: their minimal sample has no
 /// namespace. Any other kind gets the manifest's `namespace`, else `default`.

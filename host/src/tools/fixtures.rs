@@ -13,9 +13,9 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::controller::ObjectKey;
+use crate::delivery::loader::cache_scopes;
 use crate::informer::{CachedObject, Store};
-use crate::plugin::loader::cache_scopes;
-use crate::plugin::manifest::Manifest;
+use crate::manifest::Manifest;
 use crate::runtime::KindRef;
 
 pub(super) fn describe(kind: &KindRef) -> String {

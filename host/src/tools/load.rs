@@ -6,9 +6,9 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use crate::config::HostConfig;
-use crate::plugin::engine::{EngineError, EngineSettings, PluginEngine};
-use crate::plugin::manifest::Manifest;
-use crate::plugin::module::{Module, ModuleLoader};
+use crate::manifest::Manifest;
+use crate::wasm::engine::{EngineError, EngineSettings, PluginEngine};
+use crate::wasm::module::{Module, ModuleLoader};
 
 /// The `client` import, which needs grants.
 pub(super) const CLIENT_IMPORT: &str = "kube:reconcile/client@";

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::plugin::GuestAction;
-use crate::plugin::api::{ApiCall, PatchDoc};
+use crate::wasm::GuestAction;
+use crate::wasm::api::{ApiCall, PatchDoc};
 
 /// What `reconcile --output json` prints (the module documentation shows an example).
 #[derive(Debug, Serialize)]

@@ -1,4 +1,4 @@
-//! `replay`: re-runs a recorded reconcile with no cluster (see [`crate::plugin::record`]).
+//! `replay`: re-runs a recorded reconcile with no cluster (see [`crate::wasm::record`]).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -12,13 +12,13 @@ use super::args::ReplayArgs;
 use super::load::engine;
 use crate::config::HostConfig;
 use crate::exit::EXIT_CONFIG;
-use crate::plugin::api::Unavailable;
-use crate::plugin::context::PluginContext;
-use crate::plugin::invoke::{self, CallSession, RequestView};
-use crate::plugin::manifest::Manifest;
-use crate::plugin::module::{ModuleLoader, hex_sha256};
-use crate::plugin::record::replay::{Differences, Replaying};
-use crate::plugin::record::{Bundle, FORMAT, RecordedOutcome, Session};
+use crate::manifest::Manifest;
+use crate::wasm::api::Unavailable;
+use crate::wasm::context::PluginContext;
+use crate::wasm::invoke::{self, CallSession, RequestView};
+use crate::wasm::module::{ModuleLoader, hex_sha256};
+use crate::wasm::record::replay::{Differences, Replaying};
+use crate::wasm::record::{Bundle, FORMAT, RecordedOutcome, Session};
 
 /// The largest bundle read.
 const MAX_BUNDLE: u64 = 256 << 20;

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::fixtures::describe;
 use super::load::{CLIENT_IMPORT, Loaded};
-use crate::plugin::manifest::Grant;
+use crate::manifest::Grant;
 use crate::runtime::KindRef;
 
 /// What `check` prints for a usable plugin, before it exercises the export.

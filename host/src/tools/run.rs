@@ -9,13 +9,14 @@ use super::args::ReconcileArgs;
 use super::fixtures::{Fixture, caches, fixture, fixture_files, objects_in, read_object};
 use super::load::{Loaded, load};
 use super::outcome::{ActionRecord, CallRecord, DeniedRecord, Outcome};
-use crate::plugin::api::{Recorder, SharedApi};
-use crate::plugin::context::PluginContext;
-use crate::plugin::manifest::Manifest;
-use crate::plugin::module::Module;
-use crate::plugin::reconciler::{Plugin, PluginError};
-use crate::plugin::record::{PluginRecordings, RecordingSettings};
-use crate::plugin::{GuestAction, Kind, ObjectRef};
+use crate::config::RecordingConfig;
+use crate::delivery::reconciler::{Plugin, PluginError};
+use crate::manifest::Manifest;
+use crate::upgrade::recordings::PluginRecordings;
+use crate::wasm::api::{Recorder, SharedApi};
+use crate::wasm::context::PluginContext;
+use crate::wasm::module::Module;
+use crate::wasm::{GuestAction, Kind, ObjectRef};
 
 /// A reconcile ready to run: the plugin with its fixture caches and recording backend.
 pub(super) struct Run {
@@ -77,9 +78,9 @@ impl Run {
     #[must_use]
     pub(super) fn recording(mut self) -> Self {
         let name = self.plugin.context().name.to_string();
-        let settings = RecordingSettings {
+        let settings = RecordingConfig {
             keep: 1,
-            ..RecordingSettings::default()
+            ..RecordingConfig::default()
         };
         let recordings = Arc::new(PluginRecordings::new(&name, settings).every_call());
         self.plugin = self.plugin.with_recordings(recordings);
@@ -88,7 +89,7 @@ impl Run {
 
     /// The bundle of the last call, when the run records.
     #[must_use]
-    pub(super) fn recorded(&self) -> Option<Arc<crate::plugin::record::Bundle>> {
+    pub(super) fn recorded(&self) -> Option<Arc<crate::wasm::record::Bundle>> {
         self.plugin.recordings()?.bundles().pop()
     }
 

@@ -12,7 +12,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::GroupVersionKind;
 use kube::discovery;
 
-use crate::plugin::manifest::Manifest;
+use crate::manifest::Manifest;
 use crate::runtime::KindRef;
 
 /// One kind the manifest names, and where.

@@ -6,10 +6,10 @@ use serde_json::{Value, json};
 
 use super::fixtures::*;
 use super::outcome::*;
-use crate::plugin::api::ApiCall;
-use crate::plugin::api::Target;
-use crate::plugin::manifest::Manifest;
+use crate::manifest::Manifest;
 use crate::runtime::KindRef;
+use crate::wasm::api::ApiCall;
+use crate::wasm::api::Target;
 
 const MANIFEST: &str = "name: web\nmodule: web.wasm\nfor: {apiVersion: example.com/v1, \
                             kind: Website}\nowns: [{apiVersion: apps/v1, kind: Deployment}]\n\

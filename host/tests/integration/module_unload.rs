@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use crate::common::host::{component, scratch};
-use reconcile_host::plugin::engine::{EngineSettings, PluginEngine};
-use reconcile_host::plugin::module::ModuleLoader;
+use reconcile_host::wasm::engine::{EngineSettings, PluginEngine};
+use reconcile_host::wasm::module::ModuleLoader;
 
 fn loader(module_cache: Option<std::path::PathBuf>) -> ModuleLoader {
     ModuleLoader::new(

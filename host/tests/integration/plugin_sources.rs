@@ -6,12 +6,12 @@ use std::time::Duration;
 use crate::common::eventually_async;
 use crate::common::host::{component, scratch};
 use embedded_apiserver::{ApiServer, Config};
-use reconcile_host::plugin::api::SharedApi;
-use reconcile_host::plugin::engine::{EngineSettings, PluginEngine};
-use reconcile_host::plugin::kube_api::KubeApi;
-use reconcile_host::plugin::module::ModuleLoader;
-use reconcile_host::plugin::supervisor::Plugins;
+use reconcile_host::delivery::supervisor::Plugins;
 use reconcile_host::runtime::{Runtime, RuntimeSettings};
+use reconcile_host::wasm::api::SharedApi;
+use reconcile_host::wasm::engine::{EngineSettings, PluginEngine};
+use reconcile_host::wasm::kube_api::KubeApi;
+use reconcile_host::wasm::module::ModuleLoader;
 use tokio_util::sync::CancellationToken;
 
 /// The plugins over `sources` against a fresh embedded API server, loaded; the runtime task

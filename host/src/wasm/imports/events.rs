@@ -1,0 +1,196 @@
+//! `events`: Kubernetes Events (`events.k8s.io/v1`) about objects, reported by the plugin.
+
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use super::kind_ref;
+use crate::manifest::Verb;
+use crate::runtime::KindRef;
+use crate::wasm::api::{ApiCall, Target};
+use crate::wasm::bindings::kube::reconcile::events::{EventType, Host};
+use crate::wasm::bindings::{CallError, ObjectRef};
+use crate::wasm::cost::Import;
+use crate::wasm::record;
+use crate::wasm::reference;
+use crate::wasm::state::GuestState;
+
+/// The kind Events are written as.
+fn event_kind() -> KindRef {
+    KindRef::new("events.k8s.io/v1", "Event")
+}
+
+impl GuestState {
+    /// Whether the plugin may record an Event (in `event_namespace`) about an object of `kind`
+    /// in `namespace`: the object is of a kind it reads (`for`, `owns`, `cache`) in a namespace
+    /// its grants cover (without grants: its manifest's `namespace`, or any), or of a kind and
+    /// namespace a grant names; or a grant of its own allows creating Events there.
+    fn may_report_on(
+        &self,
+        kind: &KindRef,
+        namespace: Option<&str>,
+        event_namespace: &str,
+    ) -> Result<(), CallError> {
+        let manifest = &self.plugin.manifest;
+        let in_scope = manifest.namespace.is_none() || manifest.namespace.as_deref() == namespace;
+        // The namespaces its grants cover (a plugin without grants: its manifest's scope).
+        let covered = in_scope
+            && (manifest.grants.is_empty()
+                || manifest.grants.iter().any(|grant| {
+                    grant.namespaces.as_ref().is_none_or(|listed| {
+                        namespace.is_some_and(|wanted| listed.iter().any(|n| n == wanted))
+                    })
+                }));
+        let reads = manifest.reads(kind) && covered;
+        let granted = || {
+            Verb::ALL
+                .into_iter()
+                .any(|verb| manifest.allows(kind, verb, namespace, None).is_ok())
+        };
+        let own_grant = || {
+            manifest
+                .allows(&event_kind(), Verb::Create, Some(event_namespace), None)
+                .is_ok()
+        };
+        if reads || granted() || own_grant() {
+            return Ok(());
+        }
+        let place = namespace.map_or_else(
+            || "cluster-wide".to_owned(),
+            |namespace| format!("in namespace `{namespace}`"),
+        );
+        Err(CallError::Denied(format!(
+            "plugin `{}` may record Events only about objects it reads (`for`, `owns`, `cache`)              or holds a grant for; {kind} {place} is neither. List the kind in its manifest, or              grant `create` on events.k8s.io/v1 Event in namespace `{event_namespace}`",
+            self.plugin.name
+        )))
+    }
+}
+
+/// The longest note kept (the API server's limit is 1 KB).
+const MAX_NOTE: usize = 1024;
+
+impl GuestState {
+    // What each import does when no replay answers it.
+    async fn live_events_record_event(
+        &mut self,
+        regarding: ObjectRef,
+        event_type: EventType,
+        reason: String,
+        note: String,
+    ) -> Result<(), CallError> {
+        let kind = kind_ref(&regarding.kind);
+        reference::check(&kind, regarding.namespace.as_deref(), &regarding.name, None)?;
+        let namespace = regarding
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".to_owned());
+        self.may_report_on(&kind, regarding.namespace.as_deref(), &namespace)?;
+        let event_type = match event_type {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        };
+        let call = event_call(&self.plugin.name, &regarding, event_type, &reason, &note);
+        let api = std::sync::Arc::clone(&self.plugin.api);
+        let started = Instant::now();
+        let result = crate::wasm::tape::perform(api, self.tape.clone(), call).await;
+        self.cost.api_wait(Import::EventsRecordEvent, started);
+        result.map(drop)
+    }
+}
+
+impl Host for GuestState {
+    async fn record_event(
+        &mut self,
+        regarding: ObjectRef,
+        event_type: EventType,
+        reason: String,
+        note: String,
+    ) -> Result<(), CallError> {
+        let started = Instant::now();
+        let args = record::args(
+            &self.session,
+            || serde_json::json!({"regarding": &regarding, "event_type": &event_type, "reason": &reason, "note": &note}),
+        );
+        if let Some(answer) = record::replayed(&self.session, "events.record-event", args.as_ref())
+        {
+            self.cost.import(Import::EventsRecordEvent, started);
+            return answer;
+        }
+        let result = self
+            .live_events_record_event(regarding, event_type, reason, note)
+            .await;
+        record::keep(&self.session, "events.record-event", args, &result);
+        self.cost.import(Import::EventsRecordEvent, started);
+        result
+    }
+}
+
+/// The create of an Event (`events.k8s.io/v1`) reported by plugin `plugin` about `regarding`,
+/// in its namespace (`default` for a cluster-scoped object), the note cut at 1 KiB.
+pub(crate) fn event_call(
+    plugin: &str,
+    regarding: &ObjectRef,
+    event_type: &str,
+    reason: &str,
+    note: &str,
+) -> ApiCall {
+    let namespace = regarding
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".to_owned());
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let name = format!("{}.{:x}", regarding.name, now.as_nanos());
+    let mut end = note.len().min(MAX_NOTE);
+    while !note.is_char_boundary(end) {
+        end -= 1;
+    }
+    let event = serde_json::json!({
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": { "name": name, "namespace": namespace },
+        "eventTime": micro_time(now),
+        "reportingController": format!("reconcile-host/{plugin}"),
+        "reportingInstance": format!("reconcile-host/{plugin}"),
+        "action": "Reconcile",
+        "reason": reason,
+        "note": &note[..end],
+        "type": event_type,
+        "regarding": {
+            "apiVersion": regarding.kind.api_version,
+            "kind": regarding.kind.kind,
+            "namespace": regarding.namespace,
+            "name": regarding.name,
+        },
+    });
+    ApiCall::Create {
+        target: Target {
+            kind: event_kind(),
+            namespace: Some(namespace),
+            name,
+        },
+        object: event,
+        field_manager: plugin.to_owned(),
+    }
+}
+
+/// RFC 3339 with microseconds, UTC (a `metav1.MicroTime`).
+fn micro_time(since_epoch: std::time::Duration) -> String {
+    let micros = i64::try_from(since_epoch.as_micros()).unwrap_or(i64::MAX);
+    let time = k8s_openapi::jiff::Timestamp::from_microsecond(micros).unwrap_or_default();
+    format!("{time:.6}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn micro_time_is_rfc3339_utc_with_microseconds() {
+        let t = std::time::Duration::new(1_700_000_000, 123_456_000);
+        assert_eq!(micro_time(t), "2023-11-14T22:13:20.123456Z");
+        assert_eq!(
+            micro_time(std::time::Duration::ZERO),
+            "1970-01-01T00:00:00.000000Z"
+        );
+    }
+}

@@ -1,0 +1,362 @@
+//! The API server as a plugin's backend: raw JSON in and out (no re-encoding), each plugin
+//! through a client of its own with its own token bucket ([`KubeApis`]), so one plugin's
+//! requests never wait behind another's.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use kube::api::{DeleteParams, GetParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind, Resource};
+use kube::discovery::{self, Scope};
+use parking_lot::Mutex;
+
+use crate::client::{self, ClientLimits};
+use crate::election::Fence;
+use crate::manifest::{ApiRateLimit, Manifest};
+use crate::runtime::KindRef;
+use crate::wasm::api::{
+    ApiBackend, ApiCall, ApiFuture, ApiProvider, ApiResult, PatchDoc, SharedApi, Unavailable,
+};
+use crate::wasm::bindings::{ApiStatus, CallError};
+
+/// Builds each plugin's [`KubeApi`] on a client of its own: the plugin's `apiRateLimit`, or the
+/// host's default, capped at the host's ceiling.
+pub struct KubeApis {
+    config: kube::Config,
+    default: ApiRateLimit,
+    ceiling: ApiRateLimit,
+    fence: Fence,
+}
+
+impl std::fmt::Debug for KubeApis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeApis")
+            .field("default", &self.default)
+            .field("ceiling", &self.ceiling)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KubeApis {
+    /// Plugin clients for the cluster of `config`, limited to `default` unless a manifest asks
+    /// for another budget, and never above `ceiling` (raised to `default` where it is lower).
+    #[must_use]
+    pub fn new(config: kube::Config, default: ApiRateLimit, ceiling: ApiRateLimit) -> Self {
+        let ceiling = ApiRateLimit {
+            qps: ceiling.qps.max(default.qps),
+            burst: ceiling.burst.max(default.burst),
+        };
+        Self {
+            config,
+            default,
+            ceiling,
+            fence: Fence::always_open(),
+        }
+    }
+
+    /// Sends plugins' writes only while `fence` is open (the runtime's: while this replica's
+    /// lease is valid by its own clock).
+    #[must_use]
+    pub fn with_fence(mut self, fence: Fence) -> Self {
+        self.fence = fence;
+        self
+    }
+
+    /// The budget of a plugin asking for `wanted`: the default when it asks for none, the
+    /// ceiling when it asks for more.
+    #[must_use]
+    pub fn budget(&self, plugin: &str, wanted: Option<ApiRateLimit>) -> ApiRateLimit {
+        let wanted = wanted.unwrap_or(self.default);
+        let budget = ApiRateLimit {
+            qps: wanted.qps.min(self.ceiling.qps),
+            burst: wanted.burst.min(self.ceiling.burst),
+        };
+        if budget != wanted {
+            tracing::warn!(
+                plugin,
+                asked_qps = wanted.qps,
+                asked_burst = wanted.burst,
+                qps = budget.qps,
+                burst = budget.burst,
+                "the plugin's apiRateLimit is above the host's ceiling (pluginClient.maxQps, \
+                 pluginClient.maxBurst); capped"
+            );
+        }
+        budget
+    }
+}
+
+impl ApiProvider for KubeApis {
+    fn for_plugin(&self, manifest: &Manifest) -> SharedApi {
+        let budget = self.budget(&manifest.name, manifest.api_rate_limit);
+        let limits = ClientLimits::default().qps(budget.qps).burst(budget.burst);
+        match client::fenced_client(self.config.clone(), &limits, self.fence.clone()) {
+            Ok(client) => Arc::new(KubeApi::new(client)),
+            Err(error) => {
+                let message = format!(
+                    "the host could not build an API client for plugin `{}`: {}",
+                    manifest.name,
+                    crate::error_chain(&error)
+                );
+                tracing::error!("{message}");
+                Arc::new(Unavailable(message))
+            }
+        }
+    }
+}
+
+/// The API server, through the host's client (rate limits and retries included).
+pub struct KubeApi {
+    client: kube::Client,
+    kinds: Mutex<HashMap<KindRef, (ApiResource, bool)>>,
+}
+
+impl std::fmt::Debug for KubeApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeApi").finish_non_exhaustive()
+    }
+}
+
+impl KubeApi {
+    /// Calls go through `client`.
+    #[must_use]
+    pub fn new(client: kube::Client) -> Self {
+        Self {
+            client,
+            kinds: Mutex::default(),
+        }
+    }
+
+    /// The resource of `kind` and whether it is namespaced (discovery, cached).
+    async fn resolve(&self, kind: &KindRef) -> Result<(ApiResource, bool), CallError> {
+        if let Some(found) = self.kinds.lock().get(kind) {
+            return Ok(found.clone());
+        }
+        // The kind's group and version become a discovery URL.
+        crate::wasm::reference::check_kind(kind)?;
+        let (group, version) = match kind.api_version.split_once('/') {
+            Some((group, version)) => (group, version),
+            None => ("", kind.api_version.as_str()),
+        };
+        let gvk = GroupVersionKind::gvk(group, version, &kind.kind);
+        let not_served = || {
+            CallError::Invalid(format!(
+                "kind {}/{} is not served by the API server; check the spelling, or install its \
+                 CustomResourceDefinition",
+                kind.api_version, kind.kind
+            ))
+        };
+        let (resource, capabilities) =
+            discovery::pinned_kind(&self.client, &gvk)
+                .await
+                .map_err(|error| match error {
+                    kube::Error::Api(status) if status.code == 404 => not_served(),
+                    kube::Error::Discovery(
+                        kube::error::DiscoveryError::MissingKind(_)
+                        | kube::error::DiscoveryError::MissingApiGroup(_)
+                        | kube::error::DiscoveryError::MissingResource(_)
+                        | kube::error::DiscoveryError::EmptyApiGroup(_),
+                    ) => not_served(),
+                    other => call_error(other),
+                })?;
+        let namespaced = matches!(capabilities.scope, Scope::Namespaced);
+        self.kinds
+            .lock()
+            .insert(kind.clone(), (resource.clone(), namespaced));
+        Ok((resource, namespaced))
+    }
+
+    async fn perform(&self, call: ApiCall, dry_run: bool) -> ApiResult {
+        let target = call.target();
+        let (resource, namespaced) = self.resolve(&target.kind).await?;
+        let namespace = match (namespaced, target.namespace.as_deref()) {
+            (true, None) => {
+                return Err(CallError::Invalid(format!(
+                    "{}/{} is namespaced: give a namespace",
+                    target.kind.api_version, target.kind.kind
+                )));
+            }
+            (false, Some(namespace)) => {
+                return Err(CallError::Invalid(format!(
+                    "{}/{} is cluster-scoped: give no namespace (got `{namespace}`)",
+                    target.kind.api_version, target.kind.kind
+                )));
+            }
+            (_, namespace) => namespace,
+        };
+        // Validated references never need escaping; encoding anyway means no string can change
+        // the path or the query whatever validation let through.
+        let namespace = namespace.map(segment);
+        let name = segment(&target.name);
+        let url = DynamicObject::url_path(&resource, namespace.as_deref());
+        let request = kube::core::Request::new(url);
+        let built = match &call {
+            ApiCall::Apply {
+                object,
+                force,
+                subresource,
+                field_manager,
+                ..
+            } => {
+                let mut params = PatchParams::apply(field_manager);
+                params.force = *force;
+                params.dry_run = dry_run;
+                let patch = Patch::Apply(object);
+                match subresource {
+                    Some(sub) => request.patch_subresource(&segment(sub), &name, &params, &patch),
+                    None => request.patch(&name, &params, &patch),
+                }
+            }
+            ApiCall::Patch {
+                body,
+                subresource,
+                field_manager,
+                ..
+            } => {
+                let params = PatchParams {
+                    field_manager: Some(field_manager.clone()),
+                    dry_run,
+                    ..PatchParams::default()
+                };
+                let patch = match body {
+                    PatchDoc::Merge(value) => Patch::Merge(value.clone()),
+                    PatchDoc::Strategic(value) => Patch::Strategic(value.clone()),
+                    PatchDoc::Json(value) => match serde_json::from_value(value.clone()) {
+                        Ok(patch) => Patch::Json::<serde_json::Value>(patch),
+                        Err(error) => {
+                            return Err(CallError::Invalid(format!(
+                                "not a JSON patch (RFC 6902): {error}"
+                            )));
+                        }
+                    },
+                };
+                match subresource {
+                    Some(sub) => request.patch_subresource(&segment(sub), &name, &params, &patch),
+                    None => request.patch(&name, &params, &patch),
+                }
+            }
+            ApiCall::Create {
+                object,
+                field_manager,
+                ..
+            } => {
+                let params = PostParams {
+                    field_manager: Some(field_manager.clone()),
+                    dry_run,
+                };
+                request.create(&params, serde_json::to_vec(object).unwrap_or_default())
+            }
+            ApiCall::Replace {
+                object,
+                field_manager,
+                ..
+            } => {
+                let params = PostParams {
+                    field_manager: Some(field_manager.clone()),
+                    dry_run,
+                };
+                request.replace(
+                    &name,
+                    &params,
+                    serde_json::to_vec(object).unwrap_or_default(),
+                )
+            }
+            ApiCall::Delete { .. } => {
+                let mut params = DeleteParams::background();
+                params.dry_run = dry_run;
+                request.delete(&name, &params)
+            }
+            ApiCall::Get { .. } => request.get(&name, &GetParams::default()),
+        };
+        let http_request = built.map_err(|error| CallError::Invalid(error.to_string()))?;
+        match self.client.request_text(http_request).await {
+            Ok(_) if matches!(call, ApiCall::Delete { .. }) => Ok(None),
+            Ok(text) => Ok(Some(text)),
+            Err(kube::Error::Api(status))
+                if status.code == 404 && matches!(call, ApiCall::Get { .. }) =>
+            {
+                Ok(None)
+            }
+            Err(error) => Err(call_error(error)),
+        }
+    }
+}
+
+impl ApiBackend for KubeApi {
+    fn call(&self, call: ApiCall) -> ApiFuture<'_> {
+        Box::pin(self.perform(call, false))
+    }
+
+    fn dry_run(&self, call: ApiCall) -> ApiFuture<'_> {
+        Box::pin(self.perform(call, true))
+    }
+}
+
+/// Characters left as they are in a path segment: RFC 3986's unreserved set.
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// `text` as one URL path segment: every character that could end the segment or start a
+/// query or fragment is percent-encoded, and so are `.` and `..` as whole segments.
+fn segment(text: &str) -> String {
+    match text {
+        "." => "%2E".to_owned(),
+        ".." => "%2E%2E".to_owned(),
+        _ => percent_encoding::utf8_percent_encode(text, SEGMENT).to_string(),
+    }
+}
+
+/// A kube error as the guest sees it: the API server's status, or "unavailable".
+fn call_error(error: kube::Error) -> CallError {
+    match error {
+        kube::Error::Api(status) => CallError::Api(ApiStatus {
+            code: status.code,
+            reason: status.reason.clone(),
+            message: status.message.clone(),
+        }),
+        other => {
+            let mut message = other.to_string();
+            let mut source = std::error::Error::source(&other);
+            while let Some(cause) = source {
+                message = format!("{message}: {cause}");
+                source = cause.source();
+            }
+            CallError::Unavailable(message)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wasm::api::Target;
+
+    #[tokio::test]
+    async fn a_kind_the_api_server_does_not_serve_is_invalid_not_unavailable() {
+        let server = embedded_apiserver::ApiServer::start(embedded_apiserver::Config::default())
+            .await
+            .expect("server");
+        let api = KubeApi::new(server.kube_client().expect("client"));
+        for (api_version, kind) in [
+            ("v1", "NoSuchKind"),
+            ("example.com/v1", "Nothing"),
+            ("apps/v9", "Deployment"),
+        ] {
+            let call = ApiCall::Get {
+                target: Target {
+                    kind: KindRef::new(api_version, kind),
+                    namespace: Some("default".to_owned()),
+                    name: "x".to_owned(),
+                },
+            };
+            let result = api.call(call).await;
+            assert!(
+                matches!(&result, Err(CallError::Invalid(message)) if message.contains("is not served")),
+                "{api_version}/{kind}: {result:?}"
+            );
+        }
+    }
+}
