@@ -42,6 +42,7 @@ mod resource_tests;
 mod status;
 #[cfg(test)]
 mod tests;
+mod validate;
 mod values;
 
 use std::path::{Path, PathBuf};

@@ -6,9 +6,9 @@
 //!
 //! # Flow
 //! The [`ModuleLoader`](module::ModuleLoader) compiles a component once per content digest
-//! ([`compiled`]) and checks it against the world; [`invoke`] makes one call: a store
+//! (`compiled`) and checks it against the world; [`invoke`] makes one call: a store
 //! ([`state`]) with the plugin's limits and deadline, an instance (fresh, or from a pool), the
-//! guest's stdout and stderr ([`stdio`], [`guest_log`]), the host imports ([`imports`]) answered
+//! guest's stdout and stderr (`stdio`, [`guest_log`]), the host imports (`imports`) answered
 //! from the plugin's grants, caches and API backend ([`api`], [`kube_api`]), the API writes kept
 //! ([`tape`]) and, when asked, everything the guest read ([`record`]).
 

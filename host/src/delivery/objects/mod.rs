@@ -18,28 +18,31 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::jiff::{Timestamp, Unit};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::json;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::delivery::oci::{OciError, Registry};
-use crate::delivery::supervisor::{FailureStage, Plugins, SourceState};
-use crate::manifest::{PluginCondition, ReconcilerPlugin, ReconcilerPluginStatus};
+use crate::delivery::oci::Registry;
+use crate::delivery::supervisor::Plugins;
+use crate::manifest::ReconcilerPlugin;
 use crate::telemetry::Metrics;
 use crate::wasm::module::hex_sha256;
+
+mod fetched;
+mod status;
+#[cfg(test)]
+mod tests;
+
+use fetched::{FETCH_TIMEOUT, FetchError, Fetched, Module};
+use status::{status, status_patch};
 
 /// The largest module a ConfigMap may carry (the API server's limit on a ConfigMap's data).
 pub const CONFIG_MAP_MODULE_MAX: usize = 1024 * 1024;
 
 /// How often the state is compared with the objects' status (and written when it differs).
 const STATUS_PERIOD: Duration = Duration::from_millis(250);
-
-/// The longest one object's module may take to fetch (a registry that trickles bytes would
-/// otherwise hold every other object's changes and status).
-const FETCH_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How often ConfigMap sources are read again (their changes are not watched).
 const REFETCH_PERIOD: Duration = Duration::from_secs(10);
@@ -53,92 +56,6 @@ pub struct PluginObjects {
     identity: String,
     /// The last error writing each object's status, so that it is logged once.
     status_failures: parking_lot::Mutex<BTreeMap<String, String>>,
-}
-
-/// Why an object's module could not be fetched.
-#[derive(Debug, thiserror::Error)]
-enum FetchError {
-    #[error(
-        "ConfigMap {namespace}/{name} cannot be read: {source}; create it, or grant the host \
-         `get` on it"
-    )]
-    ConfigMapRead {
-        namespace: String,
-        name: String,
-        source: kube::Error,
-    },
-    #[error(
-        "ConfigMap {namespace}/{name} has no binaryData key `{key}`; put the component there \
-         (kubectl create configmap {name} --from-file={key}=component.wasm)"
-    )]
-    ConfigMapKey {
-        namespace: String,
-        name: String,
-        key: String,
-    },
-    #[error(
-        "the component in ConfigMap {namespace}/{name} is {size} bytes, over the 1 MiB a \
-         ConfigMap holds; publish it to a registry (reconcile-host push) and use `oci`"
-    )]
-    TooLarge {
-        namespace: String,
-        name: String,
-        size: usize,
-    },
-    #[error("{0}")]
-    Registry(#[source] OciError),
-    #[error(
-        "`oci` sources need the host's registry client, which failed to start (see its log \
-         line); fix the host's `oci` settings"
-    )]
-    NoRegistry,
-    #[error("set exactly one module source: `oci` or `configMap`")]
-    NoSource,
-    #[error(
-        "fetching the module took longer than {} s (a registry or API server too slow to \
-         answer); it is tried again at the next change or refetch",
-        FETCH_TIMEOUT.as_secs()
-    )]
-    TimedOut,
-    #[error("cannot write the plugin's files under {path}: {source}")]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-}
-
-impl FetchError {
-    fn reason(&self) -> &'static str {
-        match self {
-            Self::ConfigMapRead { .. } => "ConfigMapUnreadable",
-            Self::ConfigMapKey { .. } => "ConfigMapKeyMissing",
-            Self::TooLarge { .. } => "ModuleTooLarge",
-            Self::Registry(error) if error.is_unreachable() => "RegistryUnreachable",
-            Self::Registry(_) => "PullFailed",
-            Self::NoRegistry => "RegistryUnavailable",
-            Self::NoSource => "NoModuleSource",
-            Self::TimedOut => "FetchTimedOut",
-            Self::Write { .. } => "WriteFailed",
-        }
-    }
-}
-
-/// What fetching one object gave.
-struct Fetched {
-    generation: Option<i64>,
-    result: Result<Module, FetchError>,
-}
-
-/// A fetched module.
-#[derive(Clone, PartialEq, Eq)]
-struct Module {
-    /// What status reports: the manifest digest an `oci` reference resolved to, or the
-    /// content digest of a ConfigMap's module (`sha256:…`).
-    resolved: String,
-    /// The sha256 of the component's bytes (hex), as the supervisor reports what serves.
-    content: String,
-    /// The manifest file written for the spec, as the supervisor reports what serves.
-    manifest: String,
 }
 
 impl PluginObjects {
@@ -481,253 +398,5 @@ fn apply(
             *objects = listing.take().unwrap_or_default();
             true
         }
-    }
-}
-
-/// The status an object should have, keeping each condition's transition time while its
-/// status stays the same.
-fn status(
-    fetch: &Fetched,
-    state: &SourceState,
-    old: &ReconcilerPluginStatus,
-    identity: &str,
-) -> ReconcilerPluginStatus {
-    let mut conditions = Vec::new();
-    let mut condition = |type_: &str, status: &str, reason: &str, message: String| {
-        conditions.push((
-            type_.to_owned(),
-            status.to_owned(),
-            reason.to_owned(),
-            message,
-        ));
-    };
-    let failure = state.failure.as_ref();
-    let failed = |stage: FailureStage| failure.filter(|f| f.stage == stage);
-    let module = fetch.result.as_ref().ok();
-    // This spec's module and manifest both serve (a spec change alone is not served until the
-    // supervisor has applied the new manifest).
-    let serving_this = module.is_some_and(|m| {
-        state.serving.as_deref() == Some(&m.content)
-            && state.serving_manifest.as_deref() == Some(&m.manifest)
-    });
-    match &fetch.result {
-        Ok(module) => condition(
-            "Fetched",
-            "True",
-            "Fetched",
-            format!("module {}", module.resolved),
-        ),
-        Err(error) => condition("Fetched", "False", error.reason(), error.to_string()),
-    }
-    if let Some(f) = failed(FailureStage::Manifest) {
-        condition("GrantsValid", "False", "InvalidManifest", f.message.clone());
-    } else if module.is_some() {
-        condition("GrantsValid", "True", "Valid", String::new());
-    } else {
-        condition("GrantsValid", "Unknown", "NotFetched", String::new());
-    }
-    if let Some(f) = failed(FailureStage::Module) {
-        condition("Compiled", "False", "ModuleRefused", f.message.clone());
-    } else if serving_this {
-        condition("Compiled", "True", "Compiled", String::new());
-    } else {
-        condition("Compiled", "Unknown", "Pending", String::new());
-    }
-    let (ready, reason, message) = match (serving_this, failure, &fetch.result) {
-        (true, None, _) => ("True", "Serving", "the plugin's module serves".to_owned()),
-        (_, Some(f), _) => ("False", "LoadFailed", f.message.clone()),
-        (_, None, Err(error)) => ("False", error.reason(), error.to_string()),
-        (false, None, Ok(_)) => ("False", "Loading", "the module is being loaded".to_owned()),
-    };
-    condition("Ready", ready, reason, message);
-    let other_serves = state.serving.is_some() && !serving_this;
-    if other_serves && (failure.is_some() || fetch.result.is_err()) {
-        let message = format!(
-            "module sha256:{} keeps serving",
-            state.serving.as_deref().unwrap_or_default()
-        );
-        condition("Degraded", "True", "PreviousVersionServes", message);
-    } else {
-        condition("Degraded", "False", "AsDeclared", String::new());
-    }
-    let now = Timestamp::now()
-        .round(Unit::Second)
-        .map_or_else(|_| String::new(), |t| t.to_string());
-    let conditions = conditions
-        .into_iter()
-        .map(|(type_, status, reason, message)| {
-            let kept = (old.conditions.iter())
-                .find(|c| c.type_ == type_ && c.status == status)
-                .map(|c| c.last_transition_time.clone());
-            PluginCondition {
-                type_,
-                status,
-                reason,
-                message: bounded(message),
-                last_transition_time: kept.unwrap_or_else(|| now.clone()),
-                observed_generation: fetch.generation,
-            }
-        })
-        .collect();
-    ReconcilerPluginStatus {
-        observed_generation: fetch.generation,
-        resolved_digest: module.map(|m| m.resolved.clone()),
-        conditions,
-        replicas: if state.serving.is_some() {
-            vec![identity.to_owned()]
-        } else {
-            Vec::new()
-        },
-    }
-}
-
-/// The merge patch that makes an object's status `status`: a field `status` leaves empty is
-/// written as null (or an empty list), so what an earlier status said there (a digest resolved
-/// for an earlier spec, replicas that served) does not stay behind.
-fn status_patch(status: &ReconcilerPluginStatus) -> serde_json::Value {
-    let mut value = serde_json::to_value(status).unwrap_or_default();
-    if let Some(fields) = value.as_object_mut() {
-        fields
-            .entry("observedGeneration")
-            .or_insert(serde_json::Value::Null);
-        fields
-            .entry("resolvedDigest")
-            .or_insert(serde_json::Value::Null);
-        fields.entry("conditions").or_insert(json!([]));
-        fields.entry("replicas").or_insert(json!([]));
-    }
-    json!({ "status": value })
-}
-
-/// The longest condition message written (an error chain can be long; the log has it whole).
-const MESSAGE_MAX: usize = 2048;
-
-/// `message` cut to [`MESSAGE_MAX`] bytes at a character boundary, marked when cut.
-fn bounded(mut message: String) -> String {
-    if message.len() > MESSAGE_MAX {
-        let mut end = MESSAGE_MAX;
-        while !message.is_char_boundary(end) {
-            end -= 1;
-        }
-        message.truncate(end);
-        message.push_str(" …");
-    }
-    message
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::delivery::supervisor::SourceFailure;
-
-    fn fetched(generation: i64, content: &str, manifest: &str) -> Fetched {
-        Fetched {
-            generation: Some(generation),
-            result: Ok(Module {
-                resolved: format!("sha256:{content}"),
-                content: content.to_owned(),
-                manifest: manifest.to_owned(),
-            }),
-        }
-    }
-
-    fn serving(content: &str, manifest: &str, failure: Option<FailureStage>) -> SourceState {
-        SourceState {
-            serving: Some(content.to_owned()),
-            serving_manifest: Some(manifest.to_owned()),
-            failure: failure.map(|stage| SourceFailure {
-                stage,
-                message: "grants[0]: no such verb".to_owned(),
-            }),
-        }
-    }
-
-    fn condition<'a>(status: &'a ReconcilerPluginStatus, type_: &str) -> (&'a str, &'a str) {
-        let c = (status.conditions.iter())
-            .find(|c| c.type_ == type_)
-            .expect("the condition");
-        (c.status.as_str(), c.reason.as_str())
-    }
-
-    #[test]
-    fn ready_only_once_the_specs_module_and_manifest_both_serve() {
-        let old = ReconcilerPluginStatus::default();
-        let done = status(
-            &fetched(1, "aa", "m1"),
-            &serving("aa", "m1", None),
-            &old,
-            "h",
-        );
-        assert_eq!(condition(&done, "Ready"), ("True", "Serving"));
-        assert_eq!(condition(&done, "Degraded"), ("False", "AsDeclared"));
-        assert_eq!(done.replicas, ["h"]);
-
-        // The spec changed (same module): not Ready until the new manifest serves.
-        let pending = status(
-            &fetched(2, "aa", "m2"),
-            &serving("aa", "m1", None),
-            &old,
-            "h",
-        );
-        assert_eq!(condition(&pending, "Ready"), ("False", "Loading"));
-        assert_eq!(condition(&pending, "Compiled"), ("Unknown", "Pending"));
-
-        // The new spec refused while the old one serves: degraded, the reason named.
-        let refused = status(
-            &fetched(2, "aa", "m2"),
-            &serving("aa", "m1", Some(FailureStage::Manifest)),
-            &old,
-            "h",
-        );
-        assert_eq!(condition(&refused, "Ready"), ("False", "LoadFailed"));
-        assert_eq!(
-            condition(&refused, "GrantsValid"),
-            ("False", "InvalidManifest")
-        );
-        assert_eq!(
-            condition(&refused, "Degraded"),
-            ("True", "PreviousVersionServes")
-        );
-    }
-
-    #[tokio::test]
-    async fn the_objects_directory_is_made_afresh_and_private() {
-        use std::os::unix::fs::PermissionsExt as _;
-        let dir = std::env::temp_dir().join(format!("objects-dir-test-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("left-over")).expect("an old directory");
-        let client = kube::Client::try_from(kube::Config::new(
-            "http://127.0.0.1:1".parse().expect("a URL"),
-        ))
-        .expect("a client");
-        let objects = PluginObjects::new(client, None, dir.clone(), "h".to_owned())
-            .expect("the directory is prepared");
-        assert!(!dir.join("left-over").exists(), "what it held is gone");
-        let mode = std::fs::metadata(objects.dir())
-            .expect("made")
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o700);
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn a_status_patch_clears_what_the_status_leaves_empty() {
-        let patch = status_patch(&ReconcilerPluginStatus {
-            observed_generation: Some(2),
-            ..ReconcilerPluginStatus::default()
-        });
-        assert_eq!(
-            patch,
-            json!({"status": {"observedGeneration": 2, "resolvedDigest": null,
-                              "conditions": [], "replicas": []}})
-        );
-        let serving = status_patch(&ReconcilerPluginStatus {
-            observed_generation: Some(2),
-            resolved_digest: Some("sha256:1".to_owned()),
-            conditions: Vec::new(),
-            replicas: vec!["host-a".to_owned()],
-        });
-        assert_eq!(serving["status"]["resolvedDigest"], "sha256:1");
-        assert_eq!(serving["status"]["replicas"], json!(["host-a"]));
     }
 }

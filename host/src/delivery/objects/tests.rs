@@ -1,0 +1,116 @@
+//! Tests of the objects' status and their plugin directory.
+
+use super::*;
+use crate::delivery::supervisor::{FailureStage, SourceFailure, SourceState};
+use crate::manifest::ReconcilerPluginStatus;
+
+fn fetched(generation: i64, content: &str, manifest: &str) -> Fetched {
+    Fetched {
+        generation: Some(generation),
+        result: Ok(Module {
+            resolved: format!("sha256:{content}"),
+            content: content.to_owned(),
+            manifest: manifest.to_owned(),
+        }),
+    }
+}
+
+fn serving(content: &str, manifest: &str, failure: Option<FailureStage>) -> SourceState {
+    SourceState {
+        serving: Some(content.to_owned()),
+        serving_manifest: Some(manifest.to_owned()),
+        failure: failure.map(|stage| SourceFailure {
+            stage,
+            message: "grants[0]: no such verb".to_owned(),
+        }),
+    }
+}
+
+fn condition<'a>(status: &'a ReconcilerPluginStatus, type_: &str) -> (&'a str, &'a str) {
+    let c = (status.conditions.iter())
+        .find(|c| c.type_ == type_)
+        .expect("the condition");
+    (c.status.as_str(), c.reason.as_str())
+}
+
+#[test]
+fn ready_only_once_the_specs_module_and_manifest_both_serve() {
+    let old = ReconcilerPluginStatus::default();
+    let done = status(
+        &fetched(1, "aa", "m1"),
+        &serving("aa", "m1", None),
+        &old,
+        "h",
+    );
+    assert_eq!(condition(&done, "Ready"), ("True", "Serving"));
+    assert_eq!(condition(&done, "Degraded"), ("False", "AsDeclared"));
+    assert_eq!(done.replicas, ["h"]);
+
+    // The spec changed (same module): not Ready until the new manifest serves.
+    let pending = status(
+        &fetched(2, "aa", "m2"),
+        &serving("aa", "m1", None),
+        &old,
+        "h",
+    );
+    assert_eq!(condition(&pending, "Ready"), ("False", "Loading"));
+    assert_eq!(condition(&pending, "Compiled"), ("Unknown", "Pending"));
+
+    // The new spec refused while the old one serves: degraded, the reason named.
+    let refused = status(
+        &fetched(2, "aa", "m2"),
+        &serving("aa", "m1", Some(FailureStage::Manifest)),
+        &old,
+        "h",
+    );
+    assert_eq!(condition(&refused, "Ready"), ("False", "LoadFailed"));
+    assert_eq!(
+        condition(&refused, "GrantsValid"),
+        ("False", "InvalidManifest")
+    );
+    assert_eq!(
+        condition(&refused, "Degraded"),
+        ("True", "PreviousVersionServes")
+    );
+}
+
+#[tokio::test]
+async fn the_objects_directory_is_made_afresh_and_private() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = std::env::temp_dir().join(format!("objects-dir-test-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("left-over")).expect("an old directory");
+    let client = kube::Client::try_from(kube::Config::new(
+        "http://127.0.0.1:1".parse().expect("a URL"),
+    ))
+    .expect("a client");
+    let objects = PluginObjects::new(client, None, dir.clone(), "h".to_owned())
+        .expect("the directory is prepared");
+    assert!(!dir.join("left-over").exists(), "what it held is gone");
+    let mode = std::fs::metadata(objects.dir())
+        .expect("made")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o700);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_status_patch_clears_what_the_status_leaves_empty() {
+    let patch = status_patch(&ReconcilerPluginStatus {
+        observed_generation: Some(2),
+        ..ReconcilerPluginStatus::default()
+    });
+    assert_eq!(
+        patch,
+        json!({"status": {"observedGeneration": 2, "resolvedDigest": null,
+                          "conditions": [], "replicas": []}})
+    );
+    let serving = status_patch(&ReconcilerPluginStatus {
+        observed_generation: Some(2),
+        resolved_digest: Some("sha256:1".to_owned()),
+        conditions: Vec::new(),
+        replicas: vec!["host-a".to_owned()],
+    });
+    assert_eq!(serving["status"]["resolvedDigest"], "sha256:1");
+    assert_eq!(serving["status"]["replicas"], json!(["host-a"]));
+}
