@@ -9,6 +9,9 @@ defines it, so a `mod.rs` that merely gathers its children's names is not part o
 Re-exports themselves are not edges; `mod x;` declarations are not edges; neither is
 `use super::*;`, the import of a test module from the module it tests.
 
+Rooms are layered: a file in a room may not name an item of a room above it (LAYERS below: the
+plugin rooms of host/src, lowest first; a room names only rooms listed before it).
+
 Usage: scripts/check-structure.py [--max-lines N] [SRC_DIR ...]   (default: host/src apiserver/src)
 Exits 1 and names every file and circle at fault.
 """
@@ -21,6 +24,9 @@ from pathlib import Path
 
 MAX_LINES = 600
 DEFAULT_ROOTS = ["host/src", "apiserver/src"]
+# host/src's plugin rooms, lowest first: each may use the ones before it, never one after it.
+# `config` takes no plugin type; the runtime (`wasm`) knows neither delivery nor upgrades.
+LAYERS = {"host/src": ["config", "manifest", "wasm", "upgrade", "delivery"]}
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 PATH_RE = re.compile(rf"\b(crate|super|self)((?:\s*::\s*{IDENT})+)")
 DEFINES_RE = r"\b(?:struct|enum|union|fn|trait|type|const|static|mod|macro_rules!)\s+{name}\b"
@@ -76,6 +82,8 @@ class Crate:
         self.code: dict[Path, str] = {}
         for path in sorted(root.rglob("*.rs")):
             self.code[path] = strip_comments_and_strings(path.read_text())
+            if path.parent == root and path.name == "main.rs" and (root / "lib.rs").exists():
+                continue  # the binary's root: its `crate::` is its own, not the library's
             self.files[self.module_of(path)] = path
 
     def module_of(self, path: Path) -> tuple[str, ...]:
@@ -273,6 +281,11 @@ def shortest_cycle(graph: dict[Path, set[Path]], component: list[Path]) -> list[
     return component
 
 
+def room(root: Path, path: Path, layers: list[str]) -> str | None:
+    top = path.relative_to(root).parts[0].removesuffix(".rs")
+    return top if top in layers else None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-lines", type=int, default=MAX_LINES)
@@ -292,7 +305,18 @@ def main() -> int:
                 print(f"error: {path} does not open with a `//!` line; say in one line what the "
                       "module is for")
                 problems += 1
-        graph = {path: crate.edges(path) for path in crate.code}
+        graph = {path: crate.edges(path) for path in crate.code
+                 if not (path.name == "main.rs" and path not in crate.files.values())}
+        layers = LAYERS.get(root.as_posix().rstrip("/"), [])
+        for path in sorted(graph):
+            here = room(root, path, layers)
+            for target in sorted(graph[path]):
+                there = room(root, target, layers)
+                if here is not None and there is not None and layers.index(there) > layers.index(here):
+                    print(f"error: {path} (room `{here}`) uses {target} (room `{there}`), a room "
+                          f"above it; rooms use only those below them ({' < '.join(layers)}): "
+                          "move the item down or pass it in")
+                    problems += 1
         for component in circles(graph):
             cycle = shortest_cycle(graph, component)
             print(f"error: {len(component)} files of {root} import each other in a circle: "
@@ -304,7 +328,7 @@ def main() -> int:
         print(f"{problems} structure problem(s); the rules are in docs/architecture.md")
         return 1
     print(f"structure ok: {', '.join(args.roots)} (no file over {args.max_lines} lines, "
-          "every file opens with `//!`, no import circle)")
+          "every file opens with `//!`, no import circle, rooms used only from above)")
     return 0
 
 

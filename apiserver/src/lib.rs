@@ -25,4 +25,5 @@ mod validation;
 pub use config::Config;
 pub use error::{ApiError, ClientError, StartError, WriteError};
 pub use faults::{FailRule, Failure, Faults, Verb};
-pub use server::{ApiServer, RecordedRequest};
+pub use http::RecordedRequest;
+pub use server::ApiServer;

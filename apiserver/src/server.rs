@@ -19,7 +19,7 @@ use crate::cluster::{CRDS, Cluster, WriteOptions, crd_status};
 use crate::config::Config;
 use crate::error::{ApiError, ClientError, StartError, WriteError};
 use crate::faults::Faults;
-use crate::http::{App, router};
+use crate::http::{App, RecordedRequest, router};
 use crate::resources::{Registry, crd_resources};
 use crate::store::{ObjKey, Store};
 use crate::util::{base64, new_uid, now_rfc3339};
@@ -53,17 +53,6 @@ pub struct ApiServer {
     requests: Option<Arc<std::sync::Mutex<Vec<RecordedRequest>>>>,
     cancel: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
-}
-
-/// One request as the server received it (see [`Config::record_requests`](crate::Config::record_requests)).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RecordedRequest {
-    /// The HTTP method: `GET`, `PATCH`, ...
-    pub method: String,
-    /// The path exactly as sent, percent-encoding and all.
-    pub path: String,
-    /// The query string as sent, if any.
-    pub query: Option<String>,
 }
 
 impl ApiServer {

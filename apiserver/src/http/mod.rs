@@ -22,6 +22,7 @@ use axum::response::Response;
 use crate::error::ApiError;
 use crate::faults::Verb;
 pub(crate) use request::App;
+pub use request::RecordedRequest;
 use request::{Query, Target, is_true};
 use response::error_response;
 
@@ -67,7 +68,7 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         requests
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(crate::RecordedRequest {
+            .push(RecordedRequest {
                 method: method.to_string(),
                 path: path.clone(),
                 query: req.uri().query().map(str::to_owned),

@@ -8,6 +8,17 @@ use tokio_util::sync::CancellationToken;
 use crate::cluster::Cluster;
 use crate::resources::Resource;
 
+/// One request as the server received it (see [`Config::record_requests`](crate::Config::record_requests)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordedRequest {
+    /// The HTTP method: `GET`, `PATCH`, ...
+    pub method: String,
+    /// The path exactly as sent, percent-encoding and all.
+    pub path: String,
+    /// The query string as sent, if any.
+    pub query: Option<String>,
+}
+
 /// State shared by the handlers.
 pub(crate) struct App {
     pub cluster: Arc<Cluster>,
@@ -15,7 +26,7 @@ pub(crate) struct App {
     /// The bearer token every request must carry, if any.
     pub token: Option<String>,
     /// Every request received, when the server was configured to record them.
-    pub requests: Option<Arc<std::sync::Mutex<Vec<crate::RecordedRequest>>>>,
+    pub requests: Option<Arc<std::sync::Mutex<Vec<RecordedRequest>>>>,
 }
 
 /// A parsed resource path.
