@@ -7,17 +7,13 @@ use crate::common;
 use std::path::PathBuf;
 
 use crate::common::backend::Backend as ApiServer;
-use crate::common::host::{Host, component, manifest, scratch, scripted_component, workspace};
-use crate::common::website::{
-    children, crd, normalized_calls, reconcile_host, reconcile_json, sample_website, status_at,
-    websites,
+use crate::common::host::{Host, manifest, scratch, scripted_component};
+use crate::common::twin::{
+    Port, same_calls_as_the_rust_website, same_children_and_status_as_the_rust_website,
 };
-use crate::common::{collected, eventually_async, namespace};
 use embedded_apiserver::Config;
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use serde_json::json;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams};
 
 const EXAMPLE: &str = "examples/website-go";
 const WEBSITE_GO: &str = "examples/website-go/build.sh";
@@ -34,171 +30,20 @@ fn website_go() -> PathBuf {
     scripted_component(WEBSITE_GO, "website-go")
 }
 
+/// The website-go port.
+fn port() -> Port {
+    Port::new("go", EXAMPLE, website_go())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn website_go_makes_the_same_children_and_status_as_the_rust_website_in_one_host() {
     let server = server().await;
-    let dir = scratch("go-twins");
-    crd(&server, "examples/website").await;
-    crd(&server, "examples/website-go").await;
-    for ns in ["rust", "go"] {
-        namespace(&server, ns, &[]).await;
-    }
-    let plugins = [
-        manifest(
-            &dir,
-            "examples/website/plugin.yaml",
-            &component("website"),
-            &[],
-        ),
-        manifest(&dir, "examples/website-go/plugin.yaml", &website_go(), &[]),
-    ];
-    let host = Host::start(&server, &dir, &plugins);
-
-    // The same spec as a Rust Website and as a Go one, side by side.
-    let rust = websites(&server, "example.com", "rust");
-    let go = websites(&server, "go.example.com", "go");
-    rust.create(
-        &PostParams::default(),
-        &sample_website(EXAMPLE, "twin", "rust", "example.com"),
-    )
-    .await
-    .expect("rust website created");
-    go.create(
-        &PostParams::default(),
-        &sample_website(EXAMPLE, "twin", "go", "go.example.com"),
-    )
-    .await
-    .expect("go website created");
-
-    let go_status = status_at(&go, "twin", 1).await;
-    assert_eq!(go_status, status_at(&rust, "twin", 1).await);
-    assert_eq!(
-        go_status,
-        json!({"observedGeneration": 1, "image": "nginx:1.27", "replicas": 2,
-               "deployment": "twin", "service": "twin"})
-    );
-    let go_children = children(&server, "go", "twin").await;
-    assert_eq!(go_children, children(&server, "rust", "twin").await);
-    assert_eq!(go_children["deployment"]["spec"]["replicas"], 2);
-    assert_eq!(
-        go_children["deployment"]["ownerReferences"],
-        json!([{"kind": "Website", "name": "twin", "controller": true, "blockOwnerDeletion": true}])
-    );
-    // Its answer is a requeue decision: look again in 60 s.
-    host.wait_metric(
-        "controller_runtime_reconcile_total{controller=\"website-go\",result=\"requeue_after\"}",
-        1.0,
-    )
-    .await;
-
-    // A spec change reaches both the same way.
-    let patch = json!({"spec": {"image": "nginx:1.28", "replicas": 3}});
-    for websites in [&rust, &go] {
-        websites
-            .patch("twin", &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .expect("patched");
-    }
-    let go_status = status_at(&go, "twin", 2).await;
-    assert_eq!(go_status, status_at(&rust, "twin", 2).await);
-    let updated = eventually_async("both Deployments at 3 replicas", || async {
-        let go_children = children(&server, "go", "twin").await;
-        let rust_children = children(&server, "rust", "twin").await;
-        (go_children["deployment"]["spec"]["replicas"] == 3
-            && rust_children["deployment"]["spec"]["replicas"] == 3)
-            .then_some((go_children, rust_children))
-    })
-    .await;
-    assert_eq!(updated.0, updated.1);
-    assert_eq!(
-        updated.0["deployment"]["spec"]["template"]["spec"]["containers"][0]["image"],
-        "nginx:1.28"
-    );
-    for reason in ["trap", "deadline", "memory", "instantiate"] {
-        let series = format!(
-            "reconcile_host_plugin_failures_total{{plugin=\"website-go\",reason=\"{reason}\"}}"
-        );
-        assert_eq!(
-            host.metric(&series).await,
-            0.0,
-            "{series}; log:\n{}",
-            host.log()
-        );
-    }
-
-    // Deleting the Website takes its children with it (garbage collection; see `collected`).
-    let uid = go
-        .get("twin")
-        .await
-        .expect("the Website")
-        .metadata
-        .uid
-        .expect("a uid");
-    go.delete("twin", &DeleteParams::default())
-        .await
-        .expect("deleted");
-    let client = server.kube_client().expect("client");
-    let real = server.is_real();
-    collected(
-        real,
-        &Api::<Deployment>::namespaced(client.clone(), "go"),
-        "twin",
-        &uid,
-    )
-    .await;
-    collected(
-        real,
-        &Api::<Service>::namespaced(client, "go"),
-        "twin",
-        &uid,
-    )
-    .await;
+    same_children_and_status_as_the_rust_website(&server, &port(), async |_| {}).await;
 }
 
 #[test]
 fn reconcile_cli_records_the_same_calls_and_requeue_after_as_the_rust_website() {
-    let dir = scratch("go-cli");
-    let go = manifest(&dir, "examples/website-go/plugin.yaml", &website_go(), &[]);
-    let rust = manifest(
-        &dir,
-        "examples/website/plugin.yaml",
-        &component("website"),
-        &[],
-    );
-    let check = reconcile_host(&["check", go.to_str().expect("UTF-8")]);
-    let printed = String::from_utf8_lossy(&check.stdout);
-    assert_eq!(check.status.code(), Some(0), "{printed}");
-    assert!(
-        printed.contains("ok: plugin `website-go` is valid"),
-        "{printed}"
-    );
-
-    let go_object = workspace().join("examples/website-go/samples/website.yaml");
-    let rust_object = dir.join("rust-website.yaml");
-    let text = std::fs::read_to_string(&go_object).expect("sample");
-    std::fs::write(
-        &rust_object,
-        text.replace("go.example.com", "example.com")
-            .replace("hello-go", "hello"),
-    )
-    .expect("written");
-    let go_run = reconcile_json(&go, &go_object);
-    let rust_run = reconcile_json(&rust, &rust_object);
-    assert_eq!(
-        go_run["action"],
-        json!({"type": "requeue-after", "afterMs": 60000}),
-        "{go_run}"
-    );
-    assert_eq!(go_run["action"], rust_run["action"]);
-    assert_eq!(go_run["denied"], json!([]));
-    let rust_calls = normalized_calls(
-        &rust_run,
-        &[
-            ("\"hello\"", "\"hello-go\""),
-            ("example.com", "go.example.com"),
-        ],
-    );
-    assert_eq!(normalized_calls(&go_run, &[]), rust_calls);
+    same_calls_as_the_rust_website(&port());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,18 +7,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::common::backend::Backend as ApiServer;
-use crate::common::host::{
-    Host, component, manifest, scratch, scripted_component, target_dir, workspace,
+use crate::common::eventually_async;
+use crate::common::host::{Host, manifest, scratch, scripted_component, target_dir, workspace};
+use crate::common::twin::{
+    Port, same_calls_as_the_rust_website, same_children_and_status_as_the_rust_website,
 };
-use crate::common::website::{
-    children, crd, normalized_calls, reconcile_host, reconcile_json, sample_website, status_at,
-    websites,
-};
-use crate::common::{collected, eventually_async, namespace};
+use crate::common::website::{children, crd, reconcile_host, sample_website, status_at, websites};
 use embedded_apiserver::Config;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams};
 use serde_json::json;
 
 const EXAMPLE: &str = "examples/website-js";
@@ -36,140 +34,37 @@ fn website_js() -> PathBuf {
     scripted_component(WEBSITE_JS, "website-js")
 }
 
+/// The website-js port.
+fn port() -> Port {
+    Port::new("js", EXAMPLE, website_js())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn website_js_makes_the_same_children_and_status_as_the_rust_website_in_one_host() {
     let server = server().await;
-    let dir = scratch("js-twins");
-    crd(&server, "examples/website").await;
-    crd(&server, "examples/website-js").await;
-    for ns in ["rust", "js"] {
-        namespace(&server, ns, &[]).await;
-    }
-    let plugins = [
-        manifest(
-            &dir,
-            "examples/website/plugin.yaml",
-            &component("website"),
-            &[],
-        ),
-        manifest(&dir, "examples/website-js/plugin.yaml", &website_js(), &[]),
-    ];
-    let host = Host::start(&server, &dir, &plugins);
-
-    // The same spec as a Rust Website and as a JavaScript one, side by side, plus the JS sample.
-    let rust = websites(&server, "example.com", "rust");
-    let js = websites(&server, "js.example.com", "js");
-    rust.create(
-        &PostParams::default(),
-        &sample_website(EXAMPLE, "twin", "rust", "example.com"),
-    )
-    .await
-    .expect("rust website created");
-    js.create(
-        &PostParams::default(),
-        &sample_website(EXAMPLE, "twin", "js", "js.example.com"),
-    )
-    .await
-    .expect("js website created");
-    let sample = websites(&server, "js.example.com", "default");
-    sample
-        .create(
-            &PostParams::default(),
-            &sample_website(EXAMPLE, "hello-js", "default", "js.example.com"),
-        )
-        .await
-        .expect("sample created");
-
-    let js_status = status_at(&js, "twin", 1).await;
-    assert_eq!(js_status, status_at(&rust, "twin", 1).await);
-    assert_eq!(
-        js_status,
-        json!({"observedGeneration": 1, "image": "nginx:1.27", "replicas": 2,
-               "deployment": "twin", "service": "twin"})
-    );
-    let js_children = children(&server, "js", "twin").await;
-    assert_eq!(js_children, children(&server, "rust", "twin").await);
-    assert_eq!(js_children["deployment"]["spec"]["replicas"], 2);
-    assert_eq!(
-        js_children["deployment"]["ownerReferences"],
-        json!([{"kind": "Website", "name": "twin", "controller": true, "blockOwnerDeletion": true}])
-    );
-    status_at(&sample, "hello-js", 1).await;
-
-    // It read the cache (no Deployment yet) and said so through the log import.
-    host.wait_log(&[
-        "plugin=\"website-js\"",
-        "creating the Deployment and Service of Website js/twin",
-    ])
-    .await;
-    // Its answer is a requeue decision: look again in 60 s.
-    host.wait_metric(
-        "controller_runtime_reconcile_total{controller=\"website-js\",result=\"requeue_after\"}",
-        2.0,
-    )
-    .await;
-
-    // A spec change reaches both the same way.
-    let patch = json!({"spec": {"image": "nginx:1.28", "replicas": 3}});
-    for websites in [&rust, &js] {
-        websites
-            .patch("twin", &PatchParams::default(), &Patch::Merge(&patch))
+    same_children_and_status_as_the_rust_website(&server, &port(), async |host| {
+        // The JS sample too; it read the cache (no Deployment yet) and said so through the log
+        // import.
+        let sample = websites(&server, &port().group(), "default");
+        sample
+            .create(
+                &PostParams::default(),
+                &sample_website(EXAMPLE, "hello-js", "default", "js.example.com"),
+            )
             .await
-            .expect("patched");
-    }
-    let js_status = status_at(&js, "twin", 2).await;
-    assert_eq!(js_status, status_at(&rust, "twin", 2).await);
-    assert_eq!(
-        (&js_status["image"], &js_status["replicas"]),
-        (&json!("nginx:1.28"), &json!(3))
-    );
-    let updated = eventually_async("both Deployments at 3 replicas", || async {
-        let js_children = children(&server, "js", "twin").await;
-        let rust_children = children(&server, "rust", "twin").await;
-        (js_children["deployment"]["spec"]["replicas"] == 3
-            && rust_children["deployment"]["spec"]["replicas"] == 3)
-            .then_some((js_children, rust_children))
+            .expect("sample created");
+        status_at(&sample, "hello-js", 1).await;
+        host.wait_log(&[
+            "plugin=\"website-js\"",
+            "creating the Deployment and Service of Website js/twin",
+        ])
+        .await;
+        host.wait_metric(
+            "controller_runtime_reconcile_total{controller=\"website-js\",result=\"requeue_after\"}",
+            2.0,
+        )
+        .await;
     })
-    .await;
-    assert_eq!(updated.0, updated.1);
-    assert_eq!(
-        updated.0["deployment"]["spec"]["template"]["spec"]["containers"][0]["image"],
-        "nginx:1.28"
-    );
-    assert_eq!(
-        host.metric("reconcile_host_plugin_failures_total{plugin=\"website-js\",reason=\"trap\"}")
-            .await,
-        0.0,
-        "log:\n{}",
-        host.log()
-    );
-
-    // Deleting the Website takes its children with it (garbage collection; see `collected`).
-    let uid = js
-        .get("twin")
-        .await
-        .expect("the Website")
-        .metadata
-        .uid
-        .expect("a uid");
-    js.delete("twin", &DeleteParams::default())
-        .await
-        .expect("deleted");
-    let client = server.kube_client().expect("client");
-    let real = server.is_real();
-    collected(
-        real,
-        &Api::<Deployment>::namespaced(client.clone(), "js"),
-        "twin",
-        &uid,
-    )
-    .await;
-    collected(
-        real,
-        &Api::<Service>::namespaced(client, "js"),
-        "twin",
-        &uid,
-    )
     .await;
 }
 
@@ -243,53 +138,8 @@ async fn a_denied_status_write_is_a_reconcile_error_counted_and_logged_with_its_
 
 #[test]
 fn reconcile_cli_records_the_same_calls_and_requeue_after_as_the_rust_website() {
-    let dir = scratch("js-cli");
-    let js = manifest(&dir, "examples/website-js/plugin.yaml", &website_js(), &[]);
-    let rust = manifest(
-        &dir,
-        "examples/website/plugin.yaml",
-        &component("website"),
-        &[],
-    );
-    let check = reconcile_host(&["check", js.to_str().expect("UTF-8")]);
-    let printed = String::from_utf8_lossy(&check.stdout);
-    assert_eq!(check.status.code(), Some(0), "{printed}");
-    assert!(
-        printed.contains("ok: plugin `website-js` is valid"),
-        "{printed}"
-    );
-
-    let js_object = workspace().join("examples/website-js/samples/website.yaml");
-    let rust_object = dir.join("rust-website.yaml");
-    let text = std::fs::read_to_string(&js_object).expect("sample");
-    std::fs::write(
-        &rust_object,
-        text.replace("js.example.com", "example.com")
-            .replace("hello-js", "hello"),
-    )
-    .expect("written");
-    let js_run = reconcile_json(&js, &js_object);
-    let rust_run = reconcile_json(&rust, &rust_object);
-    assert_eq!(
-        js_run["action"],
-        json!({"type": "requeue-after", "afterMs": 60000}),
-        "{js_run}"
-    );
-    assert_eq!(js_run["action"], rust_run["action"]);
-    assert_eq!(js_run["denied"], json!([]));
-    assert_eq!(
-        js_run["calls"].as_array().map(Vec::len),
-        Some(3),
-        "{js_run}"
-    );
-    let rust_calls = normalized_calls(
-        &rust_run,
-        &[
-            ("\"hello\"", "\"hello-js\""),
-            ("example.com", "js.example.com"),
-        ],
-    );
-    assert_eq!(normalized_calls(&js_run, &[]), rust_calls);
+    let run = same_calls_as_the_rust_website(&port());
+    assert_eq!(run["calls"].as_array().map(Vec::len), Some(3), "{run}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

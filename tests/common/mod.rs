@@ -8,6 +8,7 @@ pub mod control_plane;
 pub mod host;
 pub mod process;
 pub mod registry;
+pub mod twin;
 pub mod website;
 
 use std::time::Duration;
