@@ -25,7 +25,7 @@ STEP := scripts/test-step.sh
 CLIPPY_DRIVER = $(shell rustc --print sysroot)/bin/clippy-driver
 LINTED = RUSTC_WORKSPACE_WRAPPER="$(CLIPPY_DRIVER)" CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 
-.PHONY: test test-steps deps fmt-check clippy guests unit go-test static static-check bench dev examples
+.PHONY: test test-steps deps fmt-check structure clippy guests unit go-test static static-check bench dev examples
 
 ## Everything CI checks: toolchain and test dependencies, formatting, lints, all tests; then one
 ## table of each step's wall and CPU seconds, also when a step failed.
@@ -59,7 +59,7 @@ test-steps:
 suite-deps:
 	$(SUITE) deps
 suite-fmt: suite-deps
-	$(SUITE) fmt-check
+	$(SUITE) fmt-check structure
 suite-guests-rust: suite-fmt
 	$(SUITE) guests-rust
 ## wit-c (the C and Go guests' binding generator) before the test build takes Cargo's lock
@@ -97,7 +97,7 @@ suite-guest-cfg:
 ## `make test` stays the gate.
 .PHONY: test-fast
 test-fast:
-	$(call with-step-table,fmt-check guests test-build unit-run)
+	$(call with-step-table,fmt-check structure guests test-build unit-run)
 
 ## Installs what the tests need (rustup components and target, the Python client, kubectl).
 deps:
@@ -105,6 +105,12 @@ deps:
 
 fmt-check:
 	$(STEP) fmt $(CARGO) fmt --all -- --check
+
+## The source tree's rules (docs/architecture.md): no file over 600 lines, a `//!` line on every
+## file, no import circle between files, the plugin rooms used only from above.
+.PHONY: structure
+structure:
+	$(STEP) structure python3 scripts/check-structure.py
 
 ## clippy on its own (a check build): the workspace for the host, and the Rust guests for
 ## wasm32-wasip2. `make test` lints the workspace in `test-build` instead.

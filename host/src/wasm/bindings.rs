@@ -7,7 +7,7 @@ wasmtime::component::bindgen!({
     world: "reconciler",
     imports: { default: async },
     exports: { default: async },
-    // Recorded reconciles keep the imports' arguments and results as JSON (`plugin/record`).
+    // Recorded reconciles keep the imports' arguments and results as JSON (`wasm/record`).
     additional_derives: [serde::Serialize, serde::Deserialize],
 });
 
