@@ -4,6 +4,7 @@
 mod builtins;
 mod cluster;
 mod config;
+mod create;
 mod defaults;
 mod delete;
 pub mod error;
@@ -19,6 +20,7 @@ mod resources;
 mod server;
 mod store;
 mod tls;
+mod update;
 mod util;
 mod validation;
 

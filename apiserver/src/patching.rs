@@ -3,10 +3,11 @@
 
 use axum::body::Bytes;
 
-use crate::cluster::{Cluster, Part, PatchKind, PatchRequest, WriteOptions, check_rv, str_at};
+use crate::cluster::{Cluster, Part, PatchKind, PatchRequest, WriteOptions, str_at};
 use crate::error::ApiError;
 use crate::patch;
 use crate::resources::Resource;
+use crate::update::check_rv;
 use crate::util::now_rfc3339;
 
 impl Cluster {

@@ -15,8 +15,9 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::{CRDS, Cluster, WriteOptions, crd_status};
+use crate::cluster::{CRDS, Cluster, WriteOptions};
 use crate::config::Config;
+use crate::create::crd_status;
 use crate::error::{ApiError, ClientError, StartError, WriteError};
 use crate::faults::Faults;
 use crate::http::{App, RecordedRequest, router};

@@ -14,7 +14,7 @@ use notify::RecursiveMode;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::server::apply;
+use super::apply::apply;
 use crate::config::HostConfig;
 use crate::delivery::oci::push::publish_component;
 use crate::file_changes::FileChanges;

@@ -7,6 +7,8 @@
 
 use std::process::ExitCode;
 
+#[cfg(feature = "dev-server")]
+mod apply;
 mod args;
 #[cfg(feature = "dev-server")]
 mod examples;

@@ -2,117 +2,29 @@
 //! leads; shutdown drains before it releases the Lease.
 
 mod controllers;
+mod dispatch;
+mod kind;
 mod registry;
+mod settings;
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use futures::future::join_all;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::controller::{Controller, ObjectKey, Reconciler};
-use crate::election::{
-    ConfigError, ElectionConfig, ElectionError, Fence, KubeLease, LeaderElector, Leadership,
-};
-use crate::informer::{
-    CachedObject, Enqueue, KeyFilter, Predicates, Scope, enqueue_controller, enqueue_self,
-};
-use crate::queue::{ControllerLimiter, RateLimitingQueue};
-use crate::shard::{Assignment, Gate, MemberSettings, Placement, Sharding};
+use crate::election::Fence;
+use crate::informer::{CachedObject, Enqueue, KeyFilter, Scope, enqueue_controller, enqueue_self};
+use crate::queue::RateLimitingQueue;
+use crate::shard::{Assignment, Gate, MemberSettings, Sharding};
 use crate::telemetry::Telemetry;
 
-use controllers::{Controllers, Runnable, Slot, Term, Work};
+use controllers::{Controllers, Runnable, Slot, Work};
 
+pub use dispatch::RuntimeError;
+pub use kind::KindRef;
 pub use registry::{InformerError, InformerRegistry};
-
-/// A kind named by `apiVersion` and `kind`, resolved through discovery (CRDs included).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct KindRef {
-    /// `group/version`, or `version` for the core group.
-    pub api_version: String,
-    /// The kind.
-    pub kind: String,
-}
-
-impl std::fmt::Display for KindRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.api_version, self.kind)
-    }
-}
-
-impl KindRef {
-    /// `api_version` + `kind`.
-    #[must_use]
-    pub fn new(api_version: &str, kind: &str) -> Self {
-        Self {
-            api_version: api_version.to_owned(),
-            kind: kind.to_owned(),
-        }
-    }
-}
-
-/// What a controller reconciles and how.
-#[derive(Clone, Debug)]
-pub struct ControllerSpec {
-    /// Names the controller in logs and metrics.
-    pub name: String,
-    /// The kind whose keys are reconciled.
-    pub for_kind: KindRef,
-    /// Kinds whose changes enqueue their controlling owner of `for_kind`.
-    pub owns: Vec<KindRef>,
-    /// Only this namespace; `None` for all.
-    pub namespace: Option<String>,
-    /// Only `for_kind` objects matching this label selector.
-    pub label_selector: Option<String>,
-    /// Update filters.
-    pub predicates: Predicates,
-    /// Re-enqueue every cached object this often.
-    pub resync: Option<Duration>,
-    /// Concurrent reconciles.
-    pub workers: usize,
-    /// How failed and requeued keys are delayed.
-    pub limiter: ControllerLimiter,
-    /// Sharded mode: how its keys are placed on the replicas.
-    pub placement: Placement,
-}
-
-/// Leader election settings for the runtime.
-#[derive(Clone, Debug)]
-pub struct ElectionSettings {
-    /// The Lease's namespace.
-    pub lease_namespace: String,
-    /// The Lease's name.
-    pub lease_name: String,
-    /// Durations, identity, release on cancel.
-    pub config: ElectionConfig,
-    /// Whether to exit (instead of campaigning again) after losing leadership.
-    pub exit_on_loss: bool,
-    /// Sharded mode: every replica holds a membership Lease `<lease_name>-<identity>` and
-    /// dispatches its share of the keys, instead of one leader dispatching them all.
-    pub sharded: bool,
-}
-
-/// How the runtime runs.
-#[derive(Clone, Debug)]
-pub struct RuntimeSettings {
-    /// `None`: this replica always dispatches.
-    pub election: Option<ElectionSettings>,
-    /// How long reconciles in progress may run after shutdown starts before they are cancelled.
-    pub drain_timeout: Duration,
-}
-
-/// Why the runtime stopped with an error.
-#[derive(Debug, thiserror::Error)]
-pub enum RuntimeError {
-    /// The leader election settings are invalid.
-    #[error("invalid leader election settings")]
-    Election(#[from] ConfigError),
-    /// Leadership was lost and the runtime was told to exit then.
-    #[error("stopping after losing leadership")]
-    Lost(#[from] ElectionError),
-}
+pub use settings::{ControllerSpec, ElectionSettings, RuntimeSettings};
 
 impl<R: Reconciler> Runnable for Controller<R> {
     fn run(&self, intake: CancellationToken, abort: CancellationToken) -> Work<'_> {
@@ -437,166 +349,7 @@ impl Runtime {
         }
         Ok(informer)
     }
-
-    /// Runs until `shutdown` is cancelled (see the type's Flow).
-    ///
-    /// # Errors
-    /// Invalid election settings, or leadership lost with `exit_on_loss`.
-    pub async fn run(self, shutdown: CancellationToken) -> Result<(), RuntimeError> {
-        for informer in self.inner.registry.informers() {
-            tokio::select! {
-                () = shutdown.cancelled() => return Ok(()),
-                () = informer.wait_synced() => {}
-            }
-        }
-        tracing::info!(controllers = self.inner.controllers.len(), "caches synced");
-        let Some(election) = self.inner.settings.election.clone() else {
-            self.serve_term(&CancellationToken::new(), &shutdown).await;
-            return Ok(());
-        };
-        let sharding = self.inner.sharding.lock().take();
-        if let Some(sharding) = sharding {
-            self.serve_sharded(sharding, &election, &shutdown).await;
-            return Ok(());
-        }
-        let lock = KubeLease::new(
-            self.inner
-                .election_client
-                .get()
-                .unwrap_or(&self.inner.client)
-                .clone(),
-            &election.lease_namespace,
-            &election.lease_name,
-        );
-        let elector = LeaderElector::new(lock, election.config)?
-            .campaign_after_loss(!election.exit_on_loss)
-            .with_fence(self.inner.fence.clone());
-        let mut leadership = elector.subscribe();
-        let _leader_gauge = self
-            .inner
-            .telemetry
-            .metrics()
-            .report_leadership_on_scrape(&election.lease_name, elector.subscribe());
-        let _fenced = self
-            .inner
-            .telemetry
-            .metrics()
-            .report_fenced_writes_on_scrape(&election.lease_name, self.fence());
-        let elector_stop = CancellationToken::new();
-        let mut campaign = tokio::spawn(elector.run(elector_stop.clone()));
-        // If this future is dropped (the replica is killed), the elector must die with it.
-        let _abort_campaign = AbortOnDrop(campaign.abort_handle());
-        let result = loop {
-            let term = tokio::select! {
-                () = shutdown.cancelled() => break Ok(()),
-                ended = &mut campaign => break ended.unwrap_or(Ok(())).map_err(RuntimeError::from),
-                term = next_term(&mut leadership) => match term {
-                    Some(term) => term,
-                    None => break Ok(()),
-                },
-            };
-            self.serve_term(&term, &shutdown).await;
-            if shutdown.is_cancelled() {
-                break Ok(());
-            }
-        };
-        // Drained: now give the Lease up (the elector releases it when stopped).
-        elector_stop.cancel();
-        if !campaign.is_finished() {
-            let _ = campaign.await;
-        }
-        result
-    }
-
-    /// Sharded mode: dispatches through the gate while the membership runs; on shutdown drains,
-    /// then leaves the ring.
-    async fn serve_sharded(
-        &self,
-        sharding: Sharding,
-        election: &ElectionSettings,
-        shutdown: &CancellationToken,
-    ) {
-        let client = self
-            .inner
-            .election_client
-            .get()
-            .unwrap_or(&self.inner.client)
-            .clone();
-        let metrics = self
-            .inner
-            .telemetry
-            .metrics()
-            .sharding(&election.lease_name);
-        let _fenced = self
-            .inner
-            .telemetry
-            .metrics()
-            .report_fenced_writes_on_scrape(&election.lease_name, self.fence());
-        let gate = sharding.gate();
-        let runtime = self.clone();
-        let _owned = self.inner.telemetry.metrics().on_scrape(move || {
-            let now = gate.assignment();
-            runtime.inner.controllers.rescan(&now, &now, &metrics);
-        });
-        let runtime = self.clone();
-        let changed = Box::new(move |before: &Assignment, now: &Assignment| {
-            // One replica writes what belongs to no key (ReconcilerPlugin statuses).
-            runtime
-                .inner
-                .leadership
-                .send_replace(now.admits(RING_WIDE, ""));
-            runtime.inner.controllers.requeue_gained(before, now);
-        });
-        let stop = CancellationToken::new();
-        let member = tokio::spawn(sharding.run(client, changed, stop.clone()));
-        let _abort_member = AbortOnDrop(member.abort_handle());
-        self.serve_term(&CancellationToken::new(), shutdown).await;
-        stop.cancel();
-        let _ = member.await;
-    }
-
-    /// Dispatches until `term` ends (abort at once) or `shutdown` (drain, then abort).
-    async fn serve_term(&self, term: &CancellationToken, shutdown: &CancellationToken) {
-        let inner = &self.inner;
-        // Children of the term: its end stops intake and aborts reconciles at once, whichever
-        // task notices first.
-        let tokens = Term {
-            intake: term.child_token(),
-            abort: term.child_token(),
-        };
-        inner.leadership.send_replace(true);
-        inner.controllers.begin_term(tokens.clone());
-        tokio::select! {
-            () = term.cancelled() => {
-                tokens.intake.cancel();
-                tokens.abort.cancel();
-                join_all(inner.controllers.end_term()).await;
-            }
-            () = shutdown.cancelled() => {
-                tokens.intake.cancel();
-                let mut work = std::pin::pin!(join_all(inner.controllers.end_term()));
-                tokio::select! {
-                    _ = &mut work => {}
-                    () = term.cancelled() => {
-                        tokens.abort.cancel();
-                        work.await;
-                    }
-                    () = tokio::time::sleep(inner.settings.drain_timeout) => {
-                        tracing::warn!(timeout = ?inner.settings.drain_timeout,
-                            "drain timeout passed; cancelling reconciles in progress");
-                        tokens.abort.cancel();
-                        work.await;
-                    }
-                }
-            }
-        }
-        inner.leadership.send_replace(false);
-    }
 }
-
-/// The plugin name under which sharded mode places work that belongs to no key: no plugin
-/// has it (plugin names are DNS labels).
-const RING_WIDE: &str = "/ring-wide";
 
 /// `cache/<apiVersion>/<kind>[/<namespace>][?<selector>]`.
 fn cache_check_name(scope: &Scope) -> String {
@@ -608,25 +361,4 @@ fn cache_check_name(scope: &Scope) -> String {
         name = format!("{name}?{}", selector.replace(' ', ""));
     }
     name
-}
-
-/// Aborts a task when dropped.
-struct AbortOnDrop(tokio::task::AbortHandle);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// The next live term of leadership, or `None` when the elector is gone. A term that already
-/// ended (the elector publishes `Following` just after cancelling it) is skipped.
-async fn next_term(leadership: &mut watch::Receiver<Leadership>) -> Option<CancellationToken> {
-    let live =
-        |state: &Leadership| matches!(state, Leadership::Leading { term } if !term.is_cancelled());
-    let state = leadership.wait_for(live).await.ok()?;
-    match &*state {
-        Leadership::Leading { term } => Some(term.clone()),
-        Leadership::Following { .. } => None,
-    }
 }

@@ -3,7 +3,7 @@
 
 use super::health::Health;
 use super::metrics::Metrics;
-use super::recordings::Recordings;
+use super::recording_sources::Recordings;
 
 /// The process's metrics and health checks, served together by
 /// [`serve`](Telemetry::serve). A cheap clonable handle: clone it into every component.

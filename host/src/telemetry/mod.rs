@@ -33,6 +33,7 @@ mod health;
 mod hooks;
 pub mod logs;
 mod metrics;
+mod recording_sources;
 pub mod recordings;
 mod server;
 #[cfg(test)]
