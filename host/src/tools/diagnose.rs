@@ -160,9 +160,12 @@ fn said(guest: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wasm::invoke::GuestText;
 
     fn trap() -> GuestFailure {
-        GuestFailure::Trapped("wasm trap: wasm `unreachable` instruction executed".into())
+        GuestFailure::Trapped(GuestText::new(
+            "wasm trap: wasm `unreachable` instruction executed",
+        ))
     }
 
     #[test]

@@ -268,7 +268,9 @@ impl CallLog {
 }
 
 /// Text from a guest made safe to show in the host's messages: at most `max` bytes (cut at a
-/// character boundary, the cut said), newlines and other control characters escaped.
+/// character boundary, the cut said), newlines and other control characters escaped, and so are
+/// the bidirectional formatting characters that reorder how a terminal shows a line (U+202A–E,
+/// U+2066–9, U+200E–F, U+061C).
 #[must_use]
 pub fn guest_text(text: &str, max: usize) -> String {
     let mut end = text.len().min(max);
@@ -277,7 +279,7 @@ pub fn guest_text(text: &str, max: usize) -> String {
     }
     let mut shown = String::with_capacity(end + 32);
     for c in text[..end].chars() {
-        if c.is_control() {
+        if c.is_control() || reorders_text(c) {
             shown.extend(c.escape_default());
         } else {
             shown.push(c);
@@ -287,6 +289,11 @@ pub fn guest_text(text: &str, max: usize) -> String {
         shown.push_str(&format!(" … ({} more bytes cut)", text.len() - end));
     }
     shown
+}
+
+/// A bidirectional formatting character: shown as nothing, it reorders the text around it.
+fn reorders_text(c: char) -> bool {
+    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{061c}')
 }
 
 #[cfg(test)]
@@ -388,5 +395,13 @@ mod tests {
         assert_eq!(guest_text("ééé", 3), "é … (4 more bytes cut)");
         let long = guest_text(&"e".repeat(10 << 20), MAX_ERROR);
         assert!(long.len() < MAX_ERROR + 40, "{}", long.len());
+    }
+
+    #[test]
+    fn guest_text_escapes_the_characters_that_reorder_a_line() {
+        assert_eq!(
+            guest_text("ok \u{202e}dlrow\u{2066}\u{200f}\u{061c}", 100),
+            "ok \\u{202e}dlrow\\u{2066}\\u{200f}\\u{61c}"
+        );
     }
 }

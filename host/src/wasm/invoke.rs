@@ -23,7 +23,7 @@ use crate::wasm::tape::SharedTape;
 
 pub use crate::wasm::call::CallSession;
 pub(crate) use crate::wasm::call::{RequestView, TargetView};
-pub use crate::wasm::failure::GuestFailure;
+pub use crate::wasm::failure::{GuestFailure, GuestText};
 pub use crate::wasm::pool::InstancePool;
 use crate::wasm::pool::Warm;
 
@@ -119,7 +119,7 @@ async fn instantiate(
     let pre = module
         .pre()
         .await
-        .map_err(|error| GuestFailure::Instantiate(error.into()))?;
+        .map_err(|error| GuestFailure::Instantiate(GuestText::new(&crate::error_chain(&error))))?;
     let mut store = Store::new(pre.engine(), state);
     store.limiter(|state| &mut state.limiter);
     store.epoch_deadline_callback(|store| {
@@ -146,7 +146,7 @@ async fn instantiate(
     )?;
     let reconcile = instance
         .get_typed_func(&mut store, "reconcile")
-        .map_err(|error| GuestFailure::Instantiate(error.into()))?;
+        .map_err(|error| GuestFailure::Instantiate(GuestText::of(&error)))?;
     Ok(Warm {
         store,
         reconcile,
@@ -160,6 +160,6 @@ fn classify(error: wasmtime::Error, deadline: Duration, memory: u64) -> GuestFai
     } else if error.downcast_ref::<MemoryLimitExceeded>().is_some() {
         GuestFailure::Memory(memory)
     } else {
-        GuestFailure::Trapped(error.into())
+        GuestFailure::Trapped(GuestText::of(&error))
     }
 }
