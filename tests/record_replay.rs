@@ -70,7 +70,12 @@ async fn a_failing_reconcile_is_recorded_and_replays_to_the_same_failure() {
         &[],
     );
     let record_dir = recordings.display().to_string();
-    let host = Host::start_with(&server, &dir, &[plugin], &["--record-dir", &record_dir]);
+    let host = Host::start_with(
+        &server,
+        &dir,
+        &[plugin],
+        &["--record-dir", &record_dir, "--serve-recordings", "true"],
+    );
     config_maps(&server, "rec")
         .create(&PostParams::default(), &testbed("broken", "error"))
         .await
@@ -159,7 +164,7 @@ async fn any_key_is_recorded_on_request() {
         &component("testbed"),
         &[],
     );
-    let host = Host::start(&server, &dir, &[plugin]);
+    let host = Host::start_with(&server, &dir, &[plugin], &["--serve-recordings", "true"]);
     config_maps(&server, "rec")
         .create(&PostParams::default(), &testbed("fine", "ok"))
         .await
@@ -199,6 +204,44 @@ async fn any_key_is_recorded_on_request() {
         .await
         .expect("answered");
     assert_eq!(code, 400);
+}
+
+/// The telemetry port has no authentication: unless the configuration says so, it says how many
+/// bundles a plugin holds but serves none and takes no request to record, naming the setting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recordings_are_served_only_when_the_configuration_says_so() {
+    let server = ApiServer::start(Config::default())
+        .await
+        .expect("API server");
+    namespace(&server, "rec", &[]).await;
+    let dir = scratch("record-unserved");
+    let plugin = manifest(
+        &dir,
+        "host/tests/guests/testbed/plugin.yaml",
+        &component("testbed"),
+        &[],
+    );
+    let host = Host::start(&server, &dir, &[plugin]);
+    config_maps(&server, "rec")
+        .create(&PostParams::default(), &testbed("broken", "error"))
+        .await
+        .expect("created");
+    eventually_async("the failing reconcile kept", || async {
+        let held: Value = serde_json::from_str(&host.get("/debug/recordings").await).ok()?;
+        (held["testbed"].as_u64()? >= 1).then_some(())
+    })
+    .await;
+    for (code, body) in [
+        host.get_status("/debug/recordings/testbed").await,
+        host.post("/debug/recordings/testbed/rec/broken").await,
+    ]
+    .into_iter()
+    .map(|answer| answer.expect("answered"))
+    {
+        assert_eq!(code, 403, "{body}");
+        assert!(body.contains("recording.serve: true"), "{body}");
+        assert!(!body.contains("broken"), "{body}");
+    }
 }
 
 /// `reconcile --record` of the example `example` on `object`, then two replays: both exit 0,

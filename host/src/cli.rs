@@ -153,6 +153,10 @@ pub struct RunArgs {
     /// to this directory, one JSON bundle a file, for `reconcile-host replay`.
     #[arg(long, env = "RECONCILE_HOST_RECORD_DIR", value_name = "DIR")]
     pub record_dir: Option<PathBuf>,
+    /// Serve each plugin's recorded reconciles on the telemetry port and take requests to
+    /// record a key there; the port has no authentication, so keep it private [default: false].
+    #[arg(long, env = "RECONCILE_HOST_SERVE_RECORDINGS", value_name = "BOOL")]
+    pub serve_recordings: Option<bool>,
 }
 
 impl RunArgs {
@@ -203,6 +207,7 @@ impl RunArgs {
             &mut config.recording.directory,
             self.record_dir.clone().map(Some),
         );
+        set(&mut config.recording.serve, self.serve_recordings);
         config.validate()?;
         Ok(config)
     }

@@ -303,11 +303,21 @@ impl Host {
 
     /// POSTs to `path` on the host's telemetry port: the status code and the body.
     pub async fn post(&self, path: &str) -> Option<(u16, String)> {
+        self.send("POST", path).await
+    }
+
+    /// GETs `path` on the host's telemetry port: the status code and the body, whatever the
+    /// status.
+    pub async fn get_status(&self, path: &str) -> Option<(u16, String)> {
+        self.send("GET", path).await
+    }
+
+    async fn send(&self, method: &str, path: &str) -> Option<(u16, String)> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let address = self.metrics()?;
         let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
         let request = format!(
-            "POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            "{method} {path} HTTP/1.1\r\nHost: {address}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
         );
         stream.write_all(request.as_bytes()).await.ok()?;
         let mut response = String::new();

@@ -32,6 +32,7 @@
 //!   keep: 16                                  # per plugin, in memory (GET /debug/recordings/<plugin>); 0: off
 //!   directory: /var/lib/reconcile-host/recordings   # also one file a bundle; default: none
 //!   keepSecrets: false                        # default: Secret values replaced by `redacted`
+//!   serve: false                              # serve bundles, take POSTs to record (no auth on the port)
 //! oci:                                        # plugin modules from OCI registries
 //!   insecureRegistries: [localhost:5000]      # reached over plain HTTP; others HTTPS only
 //!   caFiles: [/etc/reconcile-host/registry-ca.pem]

@@ -1,5 +1,6 @@
 //! The `recording:` section of the host's configuration: which reconciles are recorded, how many
-//! bundles each plugin keeps, where else they are written, and whether Secret values stay.
+//! bundles each plugin keeps, where else they are written, whether Secret values stay, and
+//! whether the telemetry port serves them.
 
 use std::path::PathBuf;
 
@@ -16,6 +17,10 @@ pub struct RecordingConfig {
     pub directory: Option<PathBuf>,
     /// Keep the values of Secrets in bundles instead of replacing them by `redacted`.
     pub keep_secrets: bool,
+    /// Serve each plugin's bundles (`GET /debug/recordings/<plugin>`) and take requests to
+    /// record a key (`POST`) on the telemetry port. Off by default: the port has no
+    /// authentication, and bundles hold what the plugin read.
+    pub serve: bool,
 }
 
 impl Default for RecordingConfig {
@@ -24,6 +29,7 @@ impl Default for RecordingConfig {
             keep: 16,
             directory: None,
             keep_secrets: false,
+            serve: false,
         }
     }
 }

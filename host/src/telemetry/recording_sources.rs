@@ -15,6 +15,9 @@ pub trait RecordingSource: Send + Sync {
     /// Records the next reconcile of `namespace`/`name` and queues it; false when recording
     /// is off or too many keys wait.
     fn request(&self, namespace: Option<&str>, name: &str) -> bool;
+    /// Whether the bundles may be served and keys requested on the telemetry port
+    /// (`recording.serve`).
+    fn served(&self) -> bool;
 }
 
 /// The plugins that record, by name.

@@ -6,6 +6,9 @@
 //! - `POST /debug/recordings/{plugin}/{namespace}/{name}` (`_` as the namespace of a
 //!   cluster-scoped object): records the key's next reconcile whatever its outcome, and queues
 //!   the key; `202 Accepted`.
+//!
+//! The last two answer `403 Forbidden` unless the host's configuration sets `recording.serve`:
+//! the port has no authentication, and a bundle holds what the plugin read.
 
 use axum::extract::State;
 use axum::response::IntoResponse;
@@ -24,6 +27,17 @@ pub(super) async fn summary(State(telemetry): State<Telemetry>) -> impl IntoResp
     )
 }
 
+fn not_served() -> axum::response::Response {
+    (
+        axum::http::StatusCode::FORBIDDEN,
+        [(axum::http::header::CONTENT_TYPE, PLAIN_TEXT)],
+        "recordings are not served: the telemetry port has no authentication and a bundle holds \
+         what the plugin read; set `recording.serve: true` in the host's configuration to serve \
+         them (and keep the port private), or read them from `recording.directory`\n",
+    )
+        .into_response()
+}
+
 fn no_plugin(plugin: &str) -> axum::response::Response {
     (
         axum::http::StatusCode::NOT_FOUND,
@@ -40,6 +54,7 @@ pub(super) async fn plugin(
     axum::extract::Path(plugin): axum::extract::Path<String>,
 ) -> axum::response::Response {
     match telemetry.recordings().get(&plugin) {
+        Some(source) if !source.served() => not_served(),
         Some(source) => (
             [(axum::http::header::CONTENT_TYPE, JSON)],
             source.bundles_json(),
@@ -56,6 +71,9 @@ pub(super) async fn record_key(
     let Some(source) = telemetry.recordings().get(&plugin) else {
         return no_plugin(&plugin);
     };
+    if !source.served() {
+        return not_served();
+    }
     let namespace = (namespace != "_").then_some(namespace.as_str());
     let text = |status, text: String| {
         (

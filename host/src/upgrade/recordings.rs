@@ -1,7 +1,10 @@
-//! Where a plugin's recordings go: a bounded ring of the latest (served on the health port),
-//! and optionally a directory, one file a bundle.
+//! Where a plugin's recordings go: a bounded ring of the latest (served on the telemetry port
+//! when `recording.serve` allows), and optionally a directory, one file a bundle, of which each
+//! plugin keeps at most [`MAX_DIR_FILES`] files and [`MAX_DIR_BYTES`] bytes (its oldest files
+//! are removed first).
 
 use std::collections::{HashSet, VecDeque};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -23,6 +26,40 @@ pub struct PluginRecordings {
     requested: Mutex<HashSet<ObjectKey>>,
     enqueue: Mutex<Option<Enqueue>>,
     written: AtomicU64,
+    files: Arc<Mutex<DirFiles>>,
+}
+
+/// The files a plugin wrote into the recording directory, oldest first, with their sizes.
+#[derive(Debug, Default)]
+struct DirFiles {
+    files: VecDeque<(PathBuf, u64)>,
+    bytes: u64,
+}
+
+impl DirFiles {
+    /// Notes `path` (`size` bytes) as written, then removes the oldest files until the plugin's
+    /// files are within [`MAX_DIR_FILES`] and [`MAX_DIR_BYTES`]; returns how many it removed.
+    fn written(&mut self, path: PathBuf, size: u64) -> usize {
+        self.files.push_back((path, size));
+        self.bytes += size;
+        let mut removed = 0;
+        while self.files.len() > MAX_DIR_FILES
+            || (self.bytes > MAX_DIR_BYTES && self.files.len() > 1)
+        {
+            let Some((oldest, size)) = self.files.pop_front() else {
+                break;
+            };
+            self.bytes -= size;
+            if let Err(error) = std::fs::remove_file(&oldest)
+                && error.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!(path = %oldest.display(), %error,
+                    "cannot remove an old recorded reconcile; check recording.directory");
+            }
+            removed += 1;
+        }
+        removed
+    }
 }
 
 impl std::fmt::Debug for PluginRecordings {
@@ -39,6 +76,12 @@ pub const MAX_REQUESTED: usize = 1024;
 
 /// Most bytes of bundles a plugin keeps in memory (about: answers, random bytes and object).
 pub const MAX_KEPT_BYTES: usize = 32 << 20;
+
+/// Most files a plugin keeps in the recording directory; past it, its oldest go.
+pub const MAX_DIR_FILES: usize = 1000;
+
+/// Most bytes of files a plugin keeps in the recording directory; past it, its oldest go.
+pub const MAX_DIR_BYTES: u64 = 256 << 20;
 
 fn size_of(bundle: &Bundle) -> usize {
     let calls: usize = bundle
@@ -65,6 +108,7 @@ impl PluginRecordings {
             requested: Mutex::default(),
             enqueue: Mutex::default(),
             written: AtomicU64::new(0),
+            files: Arc::default(),
         }
     }
 
@@ -168,14 +212,22 @@ impl PluginRecordings {
             );
             let path = directory.join(name);
             let plugin = self.plugin.clone();
+            let files = Arc::clone(&self.files);
             let write = move || {
                 let text = serde_json::to_vec_pretty(&*bundle).unwrap_or_default();
+                let size = text.len() as u64;
                 // Written whole, then renamed: a reader never sees half a bundle.
                 let partial = path.with_extension("json.partial");
                 let result =
                     std::fs::write(&partial, text).and_then(|()| std::fs::rename(&partial, &path));
                 match result {
-                    Ok(()) => tracing::info!(%plugin, path = %path.display(), "reconcile recorded"),
+                    Ok(()) => {
+                        tracing::info!(%plugin, path = %path.display(), "reconcile recorded");
+                        let removed = files.lock().written(path, size);
+                        if removed > 0 {
+                            tracing::debug!(%plugin, removed, "old recorded reconciles removed");
+                        }
+                    }
                     Err(error) => tracing::warn!(%plugin, path = %path.display(), %error,
                         "cannot write a recorded reconcile; check recording.directory"),
                 }
@@ -212,5 +264,38 @@ impl crate::telemetry::recordings::RecordingSource for PluginRecordings {
     fn request(&self, namespace: Option<&str>, name: &str) -> bool {
         let key = ObjectKey::in_namespace(namespace, name);
         PluginRecordings::request(self, key)
+    }
+
+    fn served(&self) -> bool {
+        self.settings.serve
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_directory_keeps_a_plugins_newest_files_within_both_bounds() {
+        let dir = std::env::temp_dir().join(format!("recordings-dir-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let mut files = DirFiles::default();
+        let path = |n: usize| dir.join(format!("{n}.json"));
+        for n in 0..MAX_DIR_FILES + 5 {
+            std::fs::write(path(n), b"{}").expect("written");
+            files.written(path(n), 2);
+        }
+        assert_eq!(files.files.len(), MAX_DIR_FILES);
+        assert!(!path(4).exists() && path(5).exists());
+        let count = std::fs::read_dir(&dir).expect("listed").count();
+        assert_eq!(count, MAX_DIR_FILES);
+
+        // One file past the byte bound takes the older ones with it, never itself.
+        let big = dir.join("big.json");
+        std::fs::write(&big, b"{}").expect("written");
+        assert_eq!(files.written(big.clone(), MAX_DIR_BYTES), MAX_DIR_FILES);
+        assert!(big.exists());
+        assert_eq!(std::fs::read_dir(&dir).expect("listed").count(), 1);
+        std::fs::remove_dir_all(&dir).expect("removed");
     }
 }

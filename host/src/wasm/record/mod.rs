@@ -134,12 +134,17 @@ pub(crate) fn approximate_size(value: &Value) -> usize {
 /// What replaces a Secret's values.
 pub const REDACTED: &str = "redacted";
 
-/// `value` with the values of every Secret in it redacted: a Secret object itself, a JSON text
-/// of one (how objects cross the guest boundary), or any array or object holding those.
+/// `value` with the values of every Secret in it redacted: a Secret object itself, the items of
+/// a `SecretList` (which a real API server sends without `kind`), a JSON text of either (how
+/// objects cross the guest boundary), or any array or object holding those. In a Secret, the
+/// values of `data` and `stringData` are replaced, and so are those of every annotation that
+/// holds a JSON object with them (`kubectl.kubernetes.io/last-applied-configuration`, which a
+/// client-side `kubectl apply` fills with the whole Secret, and any tool's alike).
+/// `managedFields` hold the keys of `data`, never its values, and stay.
 #[must_use]
 pub fn redacted(value: Value) -> Value {
     match value {
-        Value::String(text) if text.contains("\"Secret\"") => {
+        Value::String(text) if text.contains("Secret") => {
             match serde_json::from_str::<Value>(&text) {
                 Ok(parsed @ Value::Object(_)) => {
                     let cleaned = redacted(parsed);
@@ -150,26 +155,53 @@ pub fn redacted(value: Value) -> Value {
         }
         Value::Array(items) => Value::Array(items.into_iter().map(redacted).collect()),
         Value::Object(mut map) => {
-            let is_secret = map.get("kind").and_then(Value::as_str) == Some("Secret")
-                && map.get("apiVersion").and_then(Value::as_str) == Some("v1");
-            if is_secret {
-                for field in ["data", "stringData"] {
-                    if let Some(Value::Object(values)) = map.get_mut(field) {
-                        for value in values.values_mut() {
-                            *value = Value::String(REDACTED.to_owned());
+            let core = map.get("apiVersion").and_then(Value::as_str) == Some("v1");
+            match map.get("kind").and_then(Value::as_str) {
+                Some("Secret") if core => {
+                    redact_secret(&mut map);
+                    Value::Object(map)
+                }
+                Some("SecretList") if core => {
+                    if let Some(Value::Array(items)) = map.get_mut("items") {
+                        for item in items {
+                            if let Value::Object(secret) = item {
+                                redact_secret(secret);
+                            }
                         }
                     }
+                    Value::Object(map)
                 }
-                Value::Object(map)
-            } else {
-                Value::Object(
+                _ => Value::Object(
                     map.into_iter()
                         .map(|(key, value)| (key, redacted(value)))
                         .collect(),
-                )
+                ),
             }
         }
         other => other,
+    }
+}
+
+/// Redacts one Secret's values: `data`, `stringData`, and the same fields of any annotation
+/// holding a JSON object (a copy of the Secret).
+fn redact_secret(secret: &mut serde_json::Map<String, Value>) {
+    for field in ["data", "stringData"] {
+        if let Some(Value::Object(values)) = secret.get_mut(field) {
+            for value in values.values_mut() {
+                *value = Value::String(REDACTED.to_owned());
+            }
+        }
+    }
+    let annotations = secret
+        .get_mut("metadata")
+        .and_then(|metadata| metadata.get_mut("annotations"))
+        .and_then(Value::as_object_mut);
+    for value in annotations.into_iter().flat_map(|map| map.values_mut()) {
+        let Value::String(text) = value else { continue };
+        if let Ok(Value::Object(mut copy)) = serde_json::from_str::<Value>(text) {
+            redact_secret(&mut copy);
+            *text = Value::Object(copy).to_string();
+        }
     }
 }
 
@@ -230,6 +262,46 @@ mod tests {
         let config_map =
             serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "b"}});
         assert_eq!(redacted(config_map.clone()), config_map);
+    }
+
+    /// A Secret as a real API server sends it after a client-side `kubectl apply`: its value also
+    /// in the last-applied annotation; and a list of Secrets, whose items carry no `kind`.
+    #[test]
+    fn secret_values_in_annotations_and_list_items_are_redacted() {
+        let applied = serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "s", "namespace": "a"}, "data": {"password": "aHVudGVyMg=="},
+            "stringData": {"token": "hunter2"}})
+        .to_string();
+        let secret = serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "s", "namespace": "a", "annotations": {
+                "kubectl.kubernetes.io/last-applied-configuration": applied,
+                "note": "kept as written"},
+                "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:data": {"f:password": {}}}}]},
+            "data": {"password": "aHVudGVyMg=="}});
+        let item = {
+            let mut item = secret.clone();
+            let map = item.as_object_mut().expect("an object");
+            map.remove("kind");
+            map.remove("apiVersion");
+            item
+        };
+        let list = serde_json::json!({"apiVersion": "v1", "kind": "SecretList",
+            "metadata": {"resourceVersion": "7"}, "items": [item]});
+        for value in [
+            secret.clone(),
+            Value::String(secret.to_string()),
+            list.clone(),
+            Value::String(list.to_string()),
+        ] {
+            let out = redacted(value).to_string();
+            assert!(!out.contains("aHVudGVyMg=="), "{out}");
+            assert!(!out.contains("hunter2"), "{out}");
+            assert!(out.contains("kept as written"), "{out}");
+            assert!(
+                out.contains("f:password"),
+                "managed fields keep the keys: {out}"
+            );
+        }
     }
 
     #[test]
