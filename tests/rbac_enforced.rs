@@ -7,7 +7,7 @@ use crate::common;
 use std::path::Path;
 use std::process::Command;
 
-use crate::common::backend::Backend;
+use crate::common::backend::{Backend, Cluster};
 use crate::common::control_plane::ControlPlane;
 use crate::common::host::{HOST_BINARY, Host, component, manifest, scratch};
 use crate::common::{config_maps, eventually_async, namespace};
@@ -204,4 +204,80 @@ async fn a_host_bound_to_the_generated_roles_converges_and_a_call_outside_them_i
         let _ = config_maps.delete(name, &DeleteParams::default()).await;
     }
     kubectl(plane, &["delete", "-f", &list_arg, "--wait=false"]);
+}
+
+/// What a host keeps for itself is out of every grant's reach: a manifest whose grant writes
+/// Leases in the namespace of the host's leader Lease keeps the host from starting, naming the
+/// grant and the fix; grants writing ReconcilerPlugin status or RBAC are refused by
+/// `reconcile-host check` as by the host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grants_reaching_the_hosts_own_objects_are_refused() {
+    let server = Backend::start(Config::default())
+        .await
+        .expect("API server starts");
+    namespace(&server, "ops", &[]).await;
+    let dir = scratch("reserved-grants");
+    let module = component("testbed");
+    let write = |name: &str, grants: &str| {
+        let path = dir.join(format!("{name}.yaml"));
+        let text = format!(
+            "name: {name}\nmodule: {}\nfor:\n  apiVersion: v1\n  kind: ConfigMap\ngrants:\n{grants}",
+            module.display()
+        );
+        std::fs::write(&path, text).expect("manifest written");
+        path
+    };
+    let lease_taker = write(
+        "lease-taker",
+        "  - apiVersion: coordination.k8s.io/v1\n    kind: Lease\n    verbs: [get, update]\n",
+    );
+    let kubeconfig = dir.join("kubeconfig");
+    server.kubeconfig_to(&kubeconfig);
+    let mut command = Host::command();
+    command
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["--leader-elect", "true", "--lease-namespace", "ops"])
+        .arg("--plugin")
+        .arg(&lease_taker);
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("joined")
+        .expect("the host runs");
+    let log = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "the host started: {log}");
+    assert!(
+        log.contains("grants[0]") && log.contains("namespace `ops`") && log.contains("namespaces"),
+        "{log}"
+    );
+
+    for (name, grants) in [
+        (
+            "status-forger",
+            "  - apiVersion: reconcile-host.dev/v1alpha1\n    kind: ReconcilerPlugin\n    \
+             verbs: [patch]\n    subresources: [status]\n",
+        ),
+        (
+            "binder",
+            "  - apiVersion: rbac.authorization.k8s.io/v1\n    kind: ClusterRoleBinding\n    \
+             verbs: [create]\n",
+        ),
+    ] {
+        let path = write(name, grants);
+        let output = Command::new(HOST_BINARY)
+            .arg("check")
+            .arg(&path)
+            .output()
+            .expect("reconcile-host runs");
+        let printed = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(!output.status.success(), "{name} accepted: {printed}");
+        assert!(
+            printed.contains("grants[0]") && printed.contains("no plugin may write"),
+            "{printed}"
+        );
+    }
 }

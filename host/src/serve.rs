@@ -85,6 +85,8 @@ async fn host(
         &election_limits(config.leader_election.retry_period),
     )
     .context("cannot build the leader election's API client")?;
+    // Where the host's own Leases live: no plugin grant may reach them.
+    let host_leases = (config.leader_election.enabled).then(|| lease_namespace.clone());
     let election = config.leader_election.enabled.then(|| ElectionSettings {
         lease_namespace,
         lease_name: config.leader_election.lease_name.clone(),
@@ -180,7 +182,15 @@ async fn host(
         }
     };
     let object_dir = objects.as_ref().map(|objects| objects.dir().to_owned());
-    let plugins = match load_plugins(&runtime, &config, kube_config, object_dir.clone()).await {
+    let plugins = match load_plugins(
+        &runtime,
+        &config,
+        kube_config,
+        object_dir.clone(),
+        host_leases,
+    )
+    .await
+    {
         Ok(plugins) => plugins,
         Err(error) => {
             eprintln!("error: {error:#}");
@@ -238,6 +248,7 @@ async fn load_plugins(
     config: &HostConfig,
     kube_config: kube::Config,
     object_dir: Option<PathBuf>,
+    host_leases: Option<String>,
 ) -> anyhow::Result<Option<Arc<Plugins>>> {
     if config.plugins.is_empty() && object_dir.is_none() {
         tracing::warn!(
@@ -274,7 +285,8 @@ async fn load_plugins(
     }
     let plugins = Arc::new(
         Plugins::new(runtime.clone(), ModuleLoader::new(engine), apis, sources)
-            .with_recording(config.recording.clone()),
+            .with_recording(config.recording.clone())
+            .with_host_leases(host_leases),
     );
     let loaded = plugins
         .load_all()

@@ -37,6 +37,7 @@
 mod grant;
 mod model;
 mod raw;
+pub mod reserved;
 #[cfg(test)]
 mod resource_tests;
 mod status;

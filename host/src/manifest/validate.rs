@@ -428,10 +428,14 @@ fn validate_grant(field: &str, raw: &RawGrant) -> Result<Grant, Problem> {
     each_once(&format!("{field}.subresources"), &subresources, |name| {
         label_problem("subresource name", name).map(|p| p + ", e.g. `status` or `scale`")
     })?;
-    Ok(Grant {
+    let grant = Grant {
         kind,
         verbs,
         namespaces,
         subresources,
-    })
+    };
+    match super::reserved::refusal(&grant) {
+        Some(message) => Err(problem(field, message)),
+        None => Ok(grant),
+    }
 }

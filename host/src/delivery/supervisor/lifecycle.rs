@@ -27,6 +27,7 @@ impl Plugins {
         let mut running = self.running.lock().await;
         for path in manifests {
             let (manifest, text) = read_manifest(&path)?;
+            let manifest = self.checked(manifest, &path)?;
             if let Some(other) = running.get(&manifest.name) {
                 return Err(PluginError::DuplicateName {
                     plugin: manifest.name.clone(),

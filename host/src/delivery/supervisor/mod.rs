@@ -30,7 +30,7 @@
 //!   stopping one running plugin.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,7 +39,7 @@ use tokio_util::sync::CancellationToken;
 use crate::controller::ObjectKey;
 use crate::delivery::reconciler::Plugin;
 use crate::informer::{Scope, Store};
-use crate::manifest::ManifestError;
+use crate::manifest::{Manifest, ManifestError};
 use crate::queue::RateLimitingQueue;
 use crate::runtime::{InformerError, Runtime};
 use crate::telemetry::ReadinessGate;
@@ -157,6 +157,7 @@ pub struct Plugins {
     running: tokio::sync::Mutex<BTreeMap<String, Running>>,
     failures: parking_lot::Mutex<HashMap<PathBuf, SourceFailure>>,
     recording: crate::config::RecordingConfig,
+    host_leases: Option<String>,
 }
 
 impl std::fmt::Debug for Plugins {
@@ -186,7 +187,35 @@ impl Plugins {
             running: tokio::sync::Mutex::default(),
             failures: parking_lot::Mutex::default(),
             recording: crate::config::RecordingConfig::default(),
+            host_leases: None,
         }
+    }
+
+    /// Refuses every manifest whose grants write Leases or ServiceAccounts in `namespace`, where
+    /// the host keeps its leader and membership Leases (see [`crate::manifest::reserved`]).
+    #[must_use]
+    pub fn with_host_leases(mut self, namespace: Option<String>) -> Self {
+        self.host_leases = namespace;
+        self
+    }
+
+    /// `manifest` (read from `path`), unless a grant reaches what this host keeps for itself.
+    fn checked(&self, manifest: Manifest, path: &Path) -> Result<Manifest, ManifestError> {
+        let Some(namespace) = &self.host_leases else {
+            return Ok(manifest);
+        };
+        for (i, grant) in manifest.grants.iter().enumerate() {
+            if let Some(problem) =
+                crate::manifest::reserved::host_namespace_refusal(grant, namespace)
+            {
+                return Err(ManifestError::Invalid {
+                    path: path.to_owned(),
+                    field: format!("grants[{i}]"),
+                    problem,
+                });
+            }
+        }
+        Ok(manifest)
     }
 
     /// Records the plugins' reconciles as `settings` say (default: the last 16 failures of

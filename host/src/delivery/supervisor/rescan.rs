@@ -124,7 +124,9 @@ impl Plugins {
                 .iter()
                 .find(|(_, r)| r.path == path)
                 .map(|(n, _)| n.clone());
-            let manifest = match Manifest::parse(&text, path.parent().unwrap_or(Path::new("."))) {
+            let parsed = Manifest::parse(&text, path.parent().unwrap_or(Path::new(".")))
+                .and_then(|manifest| self.checked(manifest, &path));
+            let manifest = match parsed {
                 Ok(manifest) => manifest,
                 Err(error) => {
                     let name = previous
