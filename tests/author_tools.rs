@@ -151,10 +151,10 @@ fn check_prints_the_replicators_cache_kinds_and_grants() {
     for part in [
         "plugin    configmap-replicator",
         "selector  replicator.example.com/replicate=true",
-        "cache     v1 ConfigMap",
+        "cache     v1 ConfigMap, v1 Namespace",
         "kube:reconcile/cache@0.1.0",
         "kube:reconcile/client@0.1.0",
-        "v1 ConfigMap  patch, delete  *",
+        "v1 ConfigMap  get, create, patch, delete  *",
     ] {
         assert!(out.contains(part), "missing {part:?} in:\n{out}");
     }
@@ -355,7 +355,7 @@ fn the_replicator_first_adds_its_finalizer_with_a_json_patch() {
 }
 
 #[test]
-fn the_replicator_with_its_finalizer_applies_a_copy_to_each_listed_namespace() {
+fn the_replicator_with_its_finalizer_creates_a_copy_in_each_listed_namespace() {
     let dir = scratch("tools-reconcile-copies");
     let manifest = example(&dir, "configmap-replicator");
     let text = std::fs::read_to_string(
@@ -377,8 +377,8 @@ fn the_replicator_with_its_finalizer_applies_a_copy_to_each_listed_namespace() {
     assert_eq!(
         calls(&document, "calls"),
         [
-            call("apply", "v1 ConfigMap", "team-a/shared-settings", None),
-            call("apply", "v1 ConfigMap", "team-b/shared-settings", None),
+            call("create", "v1 ConfigMap", "team-a/shared-settings", None),
+            call("create", "v1 ConfigMap", "team-b/shared-settings", None),
         ]
     );
     let copy = &document["calls"][0]["body"];
@@ -432,10 +432,11 @@ fn a_stale_copy_in_a_cache_directory_is_found_through_the_cache_import_and_delet
         calls(&document, "calls"),
         [
             call("apply", "v1 ConfigMap", "team-a/shared-settings", None),
+            call("get", "v1 ConfigMap", "team-old/shared-settings", None),
             call("delete", "v1 ConfigMap", "team-old/shared-settings", None),
         ]
     );
-    assert_eq!(document["calls"][1]["body"], Value::Null);
+    assert_eq!(document["calls"][2]["body"], Value::Null);
 }
 
 #[test]

@@ -25,6 +25,7 @@ mod oci_registry;
 mod plugin_objects;
 mod rbac_enforced;
 mod record_replay;
+mod replicator_safety;
 mod safe_upgrades;
 mod scale_out;
 mod startup;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use crate::common::backend::Backend as ApiServer;
 use crate::common::host::{Host, component, manifest, scratch};
-use crate::common::{config_maps, eventually_async, namespace};
+use crate::common::{ACCEPT_COPIES, config_maps, eventually_async, namespace};
 use embedded_apiserver::Config;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
@@ -91,7 +91,7 @@ fn series(data: &BTreeMap<String, String>, prefix: &str) -> Vec<u64> {
 async fn misbehaving_guests_are_contained_and_everything_else_keeps_reconciling() {
     let server = server().await;
     let dir = scratch("contained");
-    namespace(&server, "team-a", &[]).await;
+    namespace(&server, "team-a", &[ACCEPT_COPIES]).await;
     let plugins = [
         testbed(&dir, &[("concurrency", "3")]),
         manifest(
@@ -282,7 +282,7 @@ async fn configmap_replicator_copies_syncs_prunes_and_cleans_up_with_its_finaliz
     let server = server().await;
     let dir = scratch("replicator");
     for ns in ["team-a", "team-b"] {
-        namespace(&server, ns, &[]).await;
+        namespace(&server, ns, &[ACCEPT_COPIES]).await;
     }
     let plugin = manifest(
         &dir,

@@ -92,9 +92,10 @@ async fn in_a_pod_the_host_finds_the_api_server_over_https_and_reconciles() {
         .await
         .expect("API server starts");
     let dir = scratch("cluster-in-pod");
-    for ns in ["team-a", "team-b", "reconcile-system"] {
-        namespace(&server, ns, &[]).await;
+    for ns in ["team-a", "team-b"] {
+        namespace(&server, ns, &[common::ACCEPT_COPIES]).await;
     }
+    namespace(&server, "reconcile-system", &[]).await;
     let plugin = manifest(
         &dir,
         "examples/configmap-replicator/plugin.yaml",
@@ -353,13 +354,15 @@ fn rbac_for_the_examples_has_exactly_the_rules_they_need() {
     assert_eq!(
         role.rules.clone().unwrap_or_default(),
         vec![
-            // configmap-replicator: `for` and `cache` ConfigMap; grant patch (apply: + create),
+            // configmap-replicator: `for` and `cache` ConfigMap; grant get, create, patch,
             // delete.
             rule(
                 "",
                 &["configmaps"],
                 &["create", "delete", "get", "list", "patch", "watch"]
             ),
+            // configmap-replicator: `cache` Namespace (which accept copies).
+            rule("", &["namespaces"], &["get", "list", "watch"]),
             // website: owns Service, grant patch.
             rule(
                 "",

@@ -16,7 +16,7 @@ use crate::common::backend::Backend as ApiServer;
 use crate::common::host::{
     Host, component, manifest, scratch, scripted_component, target_dir, tool, workspace,
 };
-use crate::common::{WAIT, config_maps, eventually_async, namespace};
+use crate::common::{ACCEPT_COPIES, WAIT, config_maps, eventually_async, namespace};
 use embedded_apiserver::Config;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
@@ -237,7 +237,7 @@ async fn python_replicator_copies_syncs_prunes_and_cleans_up_with_its_finalizer(
     let server = server().await;
     let dir = scratch("python-replicator");
     for ns in ["team-a", "team-b"] {
-        namespace(&server, ns, &[]).await;
+        namespace(&server, ns, &[ACCEPT_COPIES]).await;
     }
     let plugin = manifest(&dir, MANIFEST, &replicator(), &[]);
     let host = Host::start(&server, &dir, &[plugin]);
@@ -311,7 +311,7 @@ async fn python_replicator_warns_of_a_missing_namespace_and_requeues_after_the_d
 {
     let server = server().await;
     let dir = scratch("python-missing-namespace");
-    namespace(&server, "team-a", &[]).await;
+    namespace(&server, "team-a", &[ACCEPT_COPIES]).await;
     // The manifest's `env:` reaches `os.environ` in the component (WASI cli/environment):
     // 8 s instead of the replicator's default 30 s.
     let env = [("env", "{REPLICATOR_RETRY_SECONDS: '8'}")];
@@ -329,7 +329,7 @@ async fn python_replicator_warns_of_a_missing_namespace_and_requeues_after_the_d
 
     // Nothing reconciles the source when the namespace appears: the copy there comes from the
     // requeue-after(8 s) the guest answered.
-    namespace(&server, "team-late", &[]).await;
+    namespace(&server, "team-late", &[ACCEPT_COPIES]).await;
     let api = config_maps(&server, "team-late");
     let deadline = warned + Duration::from_secs(8) + WAIT;
     while api
@@ -356,7 +356,7 @@ async fn python_replicator_warns_of_a_missing_namespace_and_requeues_after_the_d
 async fn python_replicator_errors_are_wit_errors_counted_and_logged() {
     let server = server().await;
     let dir = scratch("python-denied");
-    namespace(&server, "team-a", &[]).await;
+    namespace(&server, "team-a", &[ACCEPT_COPIES]).await;
     // Without grants, adding the finalizer (a patch) is denied.
     let plugin = manifest(&dir, MANIFEST, &replicator(), &[("grants", "[]")]);
     let host = Host::start(&server, &dir, &[plugin]);
@@ -665,7 +665,7 @@ async fn rust_and_python_replicators_make_the_same_copies_side_by_side() {
     let server = server().await;
     let dir = scratch("python-vs-rust");
     for ns in ["team-a", "team-b"] {
-        namespace(&server, ns, &[]).await;
+        namespace(&server, ns, &[ACCEPT_COPIES]).await;
     }
     let plugins = [
         manifest(&dir, MANIFEST, &replicator(), &[]),
@@ -770,11 +770,19 @@ fn rust_and_python_replicators_make_the_same_calls_for_the_same_object() {
              finalizers: [{FINALIZER}]\ndata: {{a: '1'}}\nbinaryData: {{b: AAE=}}\n"
         );
         std::fs::write(&object, text).expect("written");
-        // A copy in a namespace no longer listed, for the cache.
+        // For the cache: a copy in a namespace no longer listed, and the listed namespaces,
+        // accepting copies.
         let stale = dir.join(format!("{name}-stale.yaml"));
         let text = format!(
             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: team-c\n  \
-             labels: {{{COPY_OF}: default.{name}}}\n"
+             labels: {{{COPY_OF}: default.{name}}}\n---\n{}",
+            ["team-a", "team-b"]
+                .map(|ns| format!(
+                    "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n  \
+                     labels: {{{}: '{}'}}\n",
+                    ACCEPT_COPIES.0, ACCEPT_COPIES.1
+                ))
+                .join("---\n")
         );
         std::fs::write(&stale, text).expect("written");
         let report = reconcile_report(&dir, source, &module, &object, &stale);
@@ -797,8 +805,9 @@ fn rust_and_python_replicators_make_the_same_calls_for_the_same_object() {
     assert_eq!(
         calls,
         [
-            ("apply", "team-a"),
-            ("apply", "team-b"),
+            ("create", "team-a"),
+            ("create", "team-b"),
+            ("get", "team-c"),
             ("delete", "team-c")
         ]
     );

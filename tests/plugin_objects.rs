@@ -639,7 +639,7 @@ async fn the_18_mb_python_replicator_is_delivered_from_a_registry_by_digest_and_
         ),
     )
     .await;
-    namespace(&backend, "python-copies", &[]).await;
+    namespace(&backend, "python-copies", &[common::ACCEPT_COPIES]).await;
     let host = Host::start_with(&backend, &dir, &[], &["--config", &config_arg]);
 
     let source: ConfigMap = serde_json::from_value(json!({

@@ -63,6 +63,9 @@ pub fn config_maps(server: &impl backend::Cluster, namespace: &str) -> kube::Api
     kube::Api::namespaced(server.client(), namespace)
 }
 
+/// The label of a namespace that accepts the replicator examples' copies.
+pub const ACCEPT_COPIES: (&str, &str) = ("replicator.example.com/accept-copies", "true");
+
 /// Creates the namespace `name` with `labels`.
 pub async fn namespace(server: &impl backend::Cluster, name: &str, labels: &[(&str, &str)]) {
     use k8s_openapi::api::core::v1::Namespace;

@@ -1,7 +1,13 @@
 """Example reconciler: copies each ConfigMap labelled `replicator.example.com/replicate=python`
-into the namespaces its annotation `replicator.example.com/namespaces` lists, keeps the copies in
-sync, removes copies from namespaces no longer listed, and deletes every copy before the source
-goes away (finalizer `replicator.example.com/cleanup`).
+into the namespaces its annotation `replicator.example.com/namespaces` lists that accept copies
+(label `replicator.example.com/accept-copies=true` on the namespace), keeps the copies in sync,
+removes copies from namespaces no longer listed, and deletes every copy before the source goes
+away (finalizer `replicator.example.com/cleanup`).
+
+Whoever can write a source names where copies go, and the plugin writes with the host's rights,
+not theirs. So it writes only where a namespace has said yes, and it never overwrites or deletes
+an object that is not a copy of this source (its copy-of label): a source cannot be used to
+replace or delete what others own.
 
 The Python port of examples/configmap-replicator (Rust), function for function. One addition:
 the retry delay for a missing namespace can be set with `REPLICATOR_RETRY_SECONDS` in the
@@ -17,9 +23,9 @@ from typing import Any
 from reconcile_guest import (
     Action,
     CallError,
+    ConflictError,
     EventType,
     Kind,
-    NotFoundError,
     ObjectRef,
     ReconcileError,
     Request,
@@ -37,16 +43,19 @@ from reconcile_guest import (
 NAMESPACES = "replicator.example.com/namespaces"
 #: The label on each copy naming its source, `<namespace>.<name>`.
 COPY_OF = "replicator.example.com/copy-of"
+#: The label (value `true`) a namespace carries to accept copies.
+ACCEPTS = "replicator.example.com/accept-copies"
 #: The finalizer that keeps a source until its copies are deleted.
 FINALIZER = "replicator.example.com/cleanup"
-#: How long to wait before retrying when a target namespace does not exist, unless the
-#: manifest's `env:` sets `RETRY_ENV`.
+#: How long to wait before trying again the namespaces that got no copy, unless the manifest's
+#: `env:` sets `RETRY_ENV`.
 MISSING_NAMESPACE_RETRY = timedelta(seconds=30)
 #: The environment variable (from the manifest's `env:`) overriding `MISSING_NAMESPACE_RETRY`,
 #: in whole seconds.
 RETRY_ENV = "REPLICATOR_RETRY_SECONDS"
 
 CONFIG_MAP = Kind("v1", "ConfigMap")
+NAMESPACE = Kind("v1", "Namespace")
 
 ConfigMap = dict[str, Any]
 
@@ -62,43 +71,93 @@ WitWorld = export_reconciler(reconcile)
 
 
 def sync(source: ConfigMap) -> Action:
-    """Applies a copy to every listed namespace and deletes copies in namespaces no longer
-    listed."""
+    """Writes a copy into every listed namespace that accepts it, and deletes copies in
+    namespaces no longer listed."""
     source_ref = ObjectRef.of(source)
     targets = target_namespaces(source)
-    missing = []
+    missing: list[str] = []
+    refusing: list[str] = []
+    taken: list[str] = []
     for namespace in targets:
-        try:
-            client.apply(copy(source, namespace))
-        except NotFoundError:
-            # A namespaced write into a namespace that does not exist answers 404.
+        target = cache.get(NAMESPACE, None, namespace)
+        if target is None:
             missing.append(namespace)
-        except CallError as error:
-            raise ReconcileError(f"failed to copy to {namespace}") from error
+        elif not accepts(target):
+            refusing.append(namespace)
+        elif not write_copy(source, namespace):
+            taken.append(namespace)
     for stale in copies(source):
         namespace = stale["metadata"].get("namespace")
         if namespace is not None and namespace not in targets:
-            client.delete(ObjectRef.of(stale))
-            log.info(f"deleted the copy of {source_ref} in {namespace}, no longer listed")
-    if not missing:
+            if delete_copy(source, ObjectRef.of(stale)):
+                log.info(f"deleted the copy of {source_ref} in {namespace}, no longer listed")
+    if not missing and not refusing and not taken:
         log.debug(f"{source_ref} is copied to [{', '.join(targets)}]")
         return done()
     retry = missing_namespace_retry()
     seconds = int(retry.total_seconds())
-    note = (
-        f"Cannot copy to namespaces that do not exist: {', '.join(missing)}; "
-        f"retrying in {seconds}s"
-    )
-    try:
-        events.record(source_ref, EventType.WARNING, "NamespaceNotFound", note)
-    except CallError as error:
-        log.warn(str(error))
+    warnings = [
+        (missing, "NamespaceNotFound", "Cannot copy to namespaces that do not exist"),
+        (
+            refusing,
+            "NamespaceNotAccepting",
+            "Not copied to namespaces without the label replicator.example.com/accept-copies=true",
+        ),
+        (
+            taken,
+            "NotACopy",
+            "Not copied to namespaces holding a ConfigMap of this name that is not its copy",
+        ),
+    ]
+    for namespaces, reason, text in warnings:
+        if not namespaces:
+            continue
+        note = f"{text}: {', '.join(namespaces)}; retrying in {seconds}s"
+        try:
+            events.record(source_ref, EventType.WARNING, reason, note)
+        except CallError as error:
+            log.warn(str(error))
     return requeue_after(retry)
+
+
+def write_copy(source: ConfigMap, namespace: str) -> bool:
+    """Writes the copy of `source` into `namespace`: created if the namespace has no ConfigMap
+    of its name, updated if it holds the source's copy; False, and nothing written, if it holds
+    anything else."""
+    name = source["metadata"]["name"]
+    existing = cache.get(CONFIG_MAP, namespace, name)
+    if existing is None:
+        try:
+            client.create(copy(source, namespace))
+            return True
+        except ConflictError:
+            # Created since the cache last heard: look at the object itself.
+            existing = client.get(ObjectRef(CONFIG_MAP, namespace, name))
+            if existing is None:
+                return True  # deleted again meanwhile: the next reconcile sees
+        except CallError as error:
+            raise ReconcileError(f"failed to copy to {namespace}") from error
+    if not is_copy_of(existing, source):
+        return False
+    try:
+        client.apply(copy(source, namespace))
+    except CallError as error:
+        raise ReconcileError(f"failed to copy to {namespace}") from error
+    return True
+
+
+def delete_copy(source: ConfigMap, target: ObjectRef) -> bool:
+    """Deletes `target` if it is a copy of `source` (as the API server has it now); True if this
+    call deleted it."""
+    live = client.get(target)
+    if live is None or not is_copy_of(live, source):
+        return False
+    return client.delete(target)
 
 
 def cleanup(source: ConfigMap) -> Action:
     """Deletes every copy: those the cache knows, and any in the listed namespaces it may not
-    know yet."""
+    know yet; never an object that is not a copy of this source."""
     source_ref = ObjectRef.of(source)
     namespaces = set(target_namespaces(source))
     for known in copies(source):
@@ -106,9 +165,21 @@ def cleanup(source: ConfigMap) -> Action:
             namespaces.add(known["metadata"]["namespace"])
     for namespace in sorted(namespaces):
         target = ObjectRef(CONFIG_MAP, namespace, source_ref.name)
-        if client.delete(target):
+        if delete_copy(source, target):
             log.info(f"deleted {target}, the copy of {source_ref} being deleted")
     return done()
+
+
+def accepts(namespace: dict[str, Any]) -> bool:
+    """Whether the namespace accepts copies: labelled `replicator.example.com/accept-copies=true`."""
+    labels = namespace.get("metadata", {}).get("labels") or {}
+    return labels.get(ACCEPTS) == "true"
+
+
+def is_copy_of(obj: ConfigMap, source: ConfigMap) -> bool:
+    """Whether `obj` is a copy of `source`: it carries the source's copy-of label."""
+    labels = obj.get("metadata", {}).get("labels") or {}
+    return labels.get(COPY_OF) == copy_of(source)
 
 
 def missing_namespace_retry() -> timedelta:

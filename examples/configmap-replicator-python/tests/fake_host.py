@@ -12,16 +12,26 @@ from componentize_py_types import Err
 from wit_world.imports import cache, client, events, log
 from wit_world.imports import types as wit
 
+#: The label of a namespace that accepts copies (as `replicator.ACCEPTS`).
+ACCEPTS = "replicator.example.com/accept-copies"
+
 
 def not_found(message: str) -> Err:
     return Err(wit.CallError_Api(wit.ApiStatus(code=404, reason="NotFound", message=message)))
 
 
 class FakeHost:
-    """ConfigMaps by (namespace, name), the namespaces that exist, and the guest's calls."""
+    """ConfigMaps by (namespace, name), the namespaces that exist (all accepting copies but
+    those in `refusing`), and the guest's calls."""
 
-    def __init__(self, namespaces: list[str], objects: list[dict] | None = None) -> None:
+    def __init__(
+        self,
+        namespaces: list[str],
+        objects: list[dict] | None = None,
+        refusing: list[str] | None = None,
+    ) -> None:
         self.namespaces = set(namespaces)
+        self.refusing = set(refusing or [])
         self.objects: dict[tuple[str, str], dict] = {}
         for obj in objects or []:
             self.objects[(obj["metadata"]["namespace"], obj["metadata"]["name"])] = obj
@@ -35,8 +45,11 @@ class FakeHost:
     def __enter__(self) -> FakeHost:
         patches = {
             (client, "apply"): self.apply,
+            (client, "create"): self.create,
+            (client, "get"): self.get,
             (client, "patch"): self.patch,
             (client, "delete"): self.delete,
+            (cache, "get"): self.cache_get,
             (cache, "list"): self.list,
             (events, "record_event"): self.record_event,
             (log, "log"): self.log,
@@ -63,6 +76,36 @@ class FakeHost:
             raise not_found(f'namespaces "{namespace}" not found')
         self.objects[(namespace, name)] = obj
         return json.dumps(obj)
+
+    def create(self, text: str) -> str:
+        obj = json.loads(text)
+        namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        self._check("create", namespace)
+        self.calls.append(("create", namespace, name, obj))
+        if namespace not in self.namespaces:
+            raise not_found(f'namespaces "{namespace}" not found')
+        if (namespace, name) in self.objects:
+            raise Err(wit.CallError_Api(wit.ApiStatus(
+                code=409, reason="AlreadyExists", message=f'configmaps "{name}" already exists'
+            )))
+        self.objects[(namespace, name)] = obj
+        return json.dumps(obj)
+
+    def get(self, target: wit.ObjectRef) -> str | None:
+        self._check("get", target.namespace)
+        self.calls.append(("get", target.namespace, target.name))
+        obj = self.objects.get((target.namespace, target.name))
+        return None if obj is None else json.dumps(obj)
+
+    def cache_get(self, kind: wit.Kind, namespace: str | None, name: str) -> str | None:
+        if kind.kind == "Namespace":
+            if name not in self.namespaces:
+                return None
+            labels = {} if name in self.refusing else {ACCEPTS: "true"}
+            return json.dumps({"apiVersion": "v1", "kind": "Namespace",
+                               "metadata": {"name": name, "labels": labels}})
+        obj = self.objects.get((namespace, name))
+        return None if obj is None else json.dumps(obj)
 
     def patch(self, target: wit.ObjectRef, body: client.PatchBody, subresource: str | None) -> str:
         self._check("patch", target.namespace)

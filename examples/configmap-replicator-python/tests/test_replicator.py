@@ -92,13 +92,15 @@ class Reconcile(unittest.TestCase):
         stored = host.objects[("default", "settings")]
         self.assertEqual(stored["metadata"]["finalizers"], [FINALIZER])
 
-    def test_copies_are_applied_and_copies_no_longer_listed_deleted(self):
-        with FakeHost(["default", "team-a", "team-b", "team-c"], [copy_in("team-c")]) as host:
+    def test_new_copies_are_created_copies_applied_and_copies_no_longer_listed_deleted(self):
+        with FakeHost(
+            ["default", "team-a", "team-b", "team-c"], [copy_in("team-b"), copy_in("team-c")]
+        ) as host:
             self.assertEqual(reconcile(source("team-a, team-b")), wit.Action_Done())
         self.assertEqual(
             [call[:3] for call in host.calls],
-            [("apply", "team-a", "settings"), ("apply", "team-b", "settings"),
-             ("delete", "team-c", "settings")],
+            [("create", "team-a", "settings"), ("apply", "team-b", "settings"),
+             ("get", "team-c", "settings"), ("delete", "team-c", "settings")],
         )
         self.assertEqual(host.objects[("team-b", "settings")], copy_in("team-b"))
         self.assertIn(
@@ -106,6 +108,37 @@ class Reconcile(unittest.TestCase):
              "deleted the copy of v1 ConfigMap default/settings in team-c, no longer listed"),
             host.logs,
         )
+
+    def test_namespaces_that_do_not_accept_copies_and_objects_not_its_copies_are_left_alone(self):
+        foreign = {"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "settings", "namespace": "team-b"}, "data": {"x": "y"}}
+        with FakeHost(
+            ["default", "team-a", "team-b", "kube-system"], [foreign], refusing=["kube-system"]
+        ) as host:
+            action = reconcile(source("team-a, team-b, kube-system"))
+        self.assertEqual(action, wit.Action_RequeueAfter(30_000))
+        self.assertEqual([call[:3] for call in host.calls], [("create", "team-a", "settings")])
+        self.assertEqual(host.objects[("team-b", "settings")], foreign)
+        self.assertNotIn(("kube-system", "settings"), host.objects)
+        self.assertEqual(
+            [(reason, note) for _, _, reason, note in host.events],
+            [("NamespaceNotAccepting", "Not copied to namespaces without the label "
+              "replicator.example.com/accept-copies=true: kube-system; retrying in 30s"),
+             ("NotACopy", "Not copied to namespaces holding a ConfigMap of this name that is "
+              "not its copy: team-b; retrying in 30s")],
+        )
+
+    def test_a_deleted_source_deletes_only_its_copies(self):
+        deleting = source("team-a, team-b", deletionTimestamp="2026-01-01T00:00:00Z")
+        foreign = {"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "settings", "namespace": "team-b"}, "data": {"x": "y"}}
+        with FakeHost(
+            ["default", "team-a", "team-b"], [copy.deepcopy(deleting), copy_in("team-a"), foreign]
+        ) as host:
+            self.assertEqual(reconcile(deleting), wit.Action_Done())
+        self.assertNotIn(("team-a", "settings"), host.objects)
+        self.assertEqual(host.objects[("team-b", "settings")], foreign)
+        self.assertNotIn(("delete", "team-b", "settings"), [c[:3] for c in host.calls])
 
     def test_a_missing_namespace_is_a_warning_event_and_a_requeue_after_30_s(self):
         with FakeHost(["default", "team-a"]) as host:
@@ -146,7 +179,8 @@ class Reconcile(unittest.TestCase):
             self.assertEqual(reconcile(deleting), wit.Action_Done())
         self.assertEqual(
             [call[:3] for call in host.calls],
-            [("delete", "team-a", "settings"), ("delete", "team-c", "settings"),
+            [("get", "team-a", "settings"), ("delete", "team-a", "settings"),
+             ("get", "team-c", "settings"), ("delete", "team-c", "settings"),
              ("patch", "default", "settings")],
         )
         self.assertEqual(host.objects[("default", "settings")]["metadata"]["finalizers"], [])
@@ -170,7 +204,7 @@ class Reconcile(unittest.TestCase):
         )
 
     def test_a_failed_copy_names_the_namespace_and_the_cause(self):
-        with FakeHost(["default", "team-a"]) as host:
+        with FakeHost(["default", "team-a"], [copy_in("team-a")]) as host:
             host.denied.add("patch")
             with self.assertRaises(Err) as raised:
                 reconcile(source("team-a"))

@@ -1,12 +1,18 @@
 //! Example reconciler: copies each ConfigMap labelled `replicator.example.com/replicate=true`
-//! into the namespaces its annotation `replicator.example.com/namespaces` lists, keeps the
-//! copies in sync, removes copies from namespaces no longer listed, and deletes every copy
-//! before the source goes away (finalizer `replicator.example.com/cleanup`).
+//! into the namespaces its annotation `replicator.example.com/namespaces` lists that accept
+//! copies (label `replicator.example.com/accept-copies=true` on the namespace), keeps the copies
+//! in sync, removes copies from namespaces no longer listed, and deletes every copy before the
+//! source goes away (finalizer `replicator.example.com/cleanup`).
+//!
+//! Whoever can write a source names where copies go, and the plugin writes with the host's
+//! rights, not theirs. So it writes only where a namespace has said yes, and it never
+//! overwrites or deletes an object that is not a copy of this source (its copy-of label): a
+//! source cannot be used to replace or delete what others own.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use reconcile_guest::prelude::*;
 
@@ -14,9 +20,11 @@ use reconcile_guest::prelude::*;
 const NAMESPACES: &str = "replicator.example.com/namespaces";
 /// The label on each copy naming its source, `<namespace>.<name>`.
 const COPY_OF: &str = "replicator.example.com/copy-of";
+/// The label (value `true`) a namespace carries to accept copies.
+const ACCEPTS: &str = "replicator.example.com/accept-copies";
 /// The finalizer that keeps a source until its copies are deleted.
 const FINALIZER: &str = "replicator.example.com/cleanup";
-/// How long to wait before retrying when a target namespace does not exist.
+/// How long to wait before trying again the namespaces that got no copy.
 const MISSING_NAMESPACE_RETRY: Duration = Duration::from_secs(30);
 
 struct Replicator;
@@ -32,47 +40,115 @@ impl Reconciler for Replicator {
 
 reconcile_guest::export_reconciler!(Replicator);
 
-/// Applies a copy to every listed namespace and deletes copies in namespaces no longer listed.
+/// The listed namespaces that got no copy, by reason.
+#[derive(Default)]
+struct Skipped {
+    /// Namespaces that do not exist (yet).
+    missing: Vec<String>,
+    /// Namespaces without the accept label.
+    refusing: Vec<String>,
+    /// Namespaces holding an object of the source's name that is not its copy.
+    taken: Vec<String>,
+}
+
+/// Writes a copy into every listed namespace that accepts it, and deletes copies in namespaces
+/// no longer listed.
 fn sync(source: &ConfigMap) -> Result<Action, Error> {
     let source_ref = ObjectRef::of(source)?;
     let targets = target_namespaces(source);
-    let mut missing = Vec::new();
+    let mut skipped = Skipped::default();
     for namespace in &targets {
-        match client::apply(&copy(source, namespace)) {
-            Ok(_) => {}
-            // A namespaced write into a namespace that does not exist answers 404.
-            Err(error) if error.is_not_found() => missing.push(namespace.as_str()),
-            Err(error) => return Err(error.context(format!("failed to copy to {namespace}"))),
+        match cache::get::<Namespace>(&Kind::of::<Namespace>(), None, namespace)? {
+            None => skipped.missing.push(namespace.clone()),
+            Some(target) if !accepts(&target) => skipped.refusing.push(namespace.clone()),
+            Some(_) => {
+                if !write_copy(source, namespace)? {
+                    skipped.taken.push(namespace.clone());
+                }
+            }
         }
     }
     for stale in copies(source)? {
         let Some(namespace) = stale.metadata.namespace.as_deref() else {
             continue;
         };
-        if !targets.contains(namespace) {
-            client::delete(&ObjectRef::of(&stale)?)?;
+        if !targets.contains(namespace) && delete_copy(source, &ObjectRef::of(&stale)?)? {
             info!("deleted the copy of {source_ref} in {namespace}, no longer listed");
         }
     }
-    if missing.is_empty() {
+    if skipped.missing.is_empty() && skipped.refusing.is_empty() && skipped.taken.is_empty() {
         let listed: Vec<&str> = targets.iter().map(String::as_str).collect();
         debug!("{source_ref} is copied to [{}]", listed.join(", "));
         return Ok(Action::done());
     }
-    let note = format!(
-        "Cannot copy to namespaces that do not exist: {}; retrying in {}s",
-        missing.join(", "),
-        MISSING_NAMESPACE_RETRY.as_secs()
-    );
-    if let Err(error) = events::record(&source_ref, EventType::Warning, "NamespaceNotFound", &note)
-    {
-        warn!("{error:#}");
+    let retry = MISSING_NAMESPACE_RETRY.as_secs();
+    let warnings = [
+        (
+            &skipped.missing,
+            "NamespaceNotFound",
+            "Cannot copy to namespaces that do not exist",
+        ),
+        (
+            &skipped.refusing,
+            "NamespaceNotAccepting",
+            "Not copied to namespaces without the label replicator.example.com/accept-copies=true",
+        ),
+        (
+            &skipped.taken,
+            "NotACopy",
+            "Not copied to namespaces holding a ConfigMap of this name that is not its copy",
+        ),
+    ];
+    for (namespaces, reason, text) in warnings {
+        if namespaces.is_empty() {
+            continue;
+        }
+        let note = format!("{text}: {}; retrying in {retry}s", namespaces.join(", "));
+        if let Err(error) = events::record(&source_ref, EventType::Warning, reason, &note) {
+            warn!("{error:#}");
+        }
     }
     Ok(Action::requeue_after(MISSING_NAMESPACE_RETRY))
 }
 
+/// Writes the copy of `source` into `namespace`: created if the namespace has no ConfigMap of
+/// its name, updated if it holds the source's copy; false, and nothing written, if it holds
+/// anything else.
+fn write_copy(source: &ConfigMap, namespace: &str) -> Result<bool, Error> {
+    let name = source.metadata.name.as_deref().unwrap_or_default();
+    let target = ObjectRef::namespaced(Kind::of::<ConfigMap>(), namespace, name);
+    let failed = |error: Error| error.context(format!("failed to copy to {namespace}"));
+    let known = cache::get::<ConfigMap>(&Kind::of::<ConfigMap>(), Some(namespace), name)?;
+    let existing = match known {
+        Some(existing) => existing,
+        None => match client::create(&copy(source, namespace)) {
+            Ok(_) => return Ok(true),
+            // Created since the cache last heard: look at the object itself.
+            Err(error) if error.is_conflict() => match client::get::<ConfigMap>(&target)? {
+                Some(existing) => existing,
+                None => return Ok(true), // deleted again meanwhile: the next reconcile sees
+            },
+            Err(error) => return Err(failed(error)),
+        },
+    };
+    if !is_copy_of(&existing, source) {
+        return Ok(false);
+    }
+    client::apply(&copy(source, namespace)).map_err(failed)?;
+    Ok(true)
+}
+
+/// Deletes `target` if it is a copy of `source` (as the API server has it now); true if this
+/// call deleted it.
+fn delete_copy(source: &ConfigMap, target: &ObjectRef) -> Result<bool, Error> {
+    match client::get::<ConfigMap>(target)? {
+        Some(live) if is_copy_of(&live, source) => client::delete(target),
+        _ => Ok(false),
+    }
+}
+
 /// Deletes every copy: those the cache knows, and any in the listed namespaces it may not know
-/// yet.
+/// yet; never an object that is not a copy of this source.
 fn cleanup(source: &ConfigMap) -> Result<Action, Error> {
     let source_ref = ObjectRef::of(source)?;
     let mut namespaces = target_namespaces(source);
@@ -81,11 +157,26 @@ fn cleanup(source: &ConfigMap) -> Result<Action, Error> {
     }
     for namespace in namespaces {
         let copy = ObjectRef::namespaced(Kind::of::<ConfigMap>(), namespace, &source_ref.name);
-        if client::delete(&copy)? {
+        if delete_copy(source, &copy)? {
             info!("deleted {copy}, the copy of {source_ref} being deleted");
         }
     }
     Ok(Action::done())
+}
+
+/// Whether the namespace accepts copies: labelled `replicator.example.com/accept-copies=true`.
+fn accepts(namespace: &Namespace) -> bool {
+    let labels = namespace.metadata.labels.as_ref();
+    labels
+        .and_then(|labels| labels.get(ACCEPTS))
+        .map(String::as_str)
+        == Some("true")
+}
+
+/// Whether `object` is a copy of `source`: it carries the source's copy-of label.
+fn is_copy_of(object: &ConfigMap, source: &ConfigMap) -> bool {
+    let labels = object.metadata.labels.as_ref();
+    labels.and_then(|labels| labels.get(COPY_OF)) == Some(&copy_of(source))
 }
 
 /// The namespaces the source's annotation lists, without its own.
@@ -163,6 +254,35 @@ mod tests {
             ["team-a", "team-b"]
         );
         assert!(target_namespaces(&ConfigMap::default()).is_empty());
+    }
+
+    #[test]
+    fn only_a_labelled_namespace_accepts_and_only_the_sources_label_makes_a_copy() {
+        let namespace = |labels: &[(&str, &str)]| Namespace {
+            metadata: ObjectMeta {
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                        .collect(),
+                ),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        assert!(accepts(&namespace(&[(ACCEPTS, "true")])));
+        assert!(!accepts(&namespace(&[(ACCEPTS, "yes")])));
+        assert!(!accepts(&namespace(&[])));
+        assert!(!accepts(&Namespace::default()));
+
+        let source = source("team-a");
+        assert!(is_copy_of(&copy(&source, "team-a"), &source));
+        let mut foreign = copy(&source, "team-a");
+        foreign.metadata.labels = None;
+        assert!(!is_copy_of(&foreign, &source));
+        let mut other = source.clone();
+        other.metadata.name = Some("other".into());
+        assert!(!is_copy_of(&copy(&other, "team-a"), &source));
     }
 
     #[test]
