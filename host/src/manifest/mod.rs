@@ -56,6 +56,7 @@ pub use raw::{ModuleSource, RawConfigMapRef, RawManifest, ReconcilerPlugin};
 pub use status::{PluginCondition, ReconcilerPluginStatus};
 pub use values::quantity;
 
+use crate::bounded_read::MAX_MANIFEST_BYTES;
 use values::Problem;
 
 /// A manifest that cannot be used; messages say where, what and how to fix it.
@@ -98,10 +99,11 @@ impl Manifest {
     /// [`ManifestError`] when the file cannot be read, parsed or validated. Whether the module
     /// exists is not checked.
     pub fn load(path: &Path) -> Result<Self, ManifestError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
+        let text = crate::bounded_read::read_to_string(path, MAX_MANIFEST_BYTES, "manifest")
+            .map_err(|source| ManifestError::Read {
+                path: path.to_owned(),
+                source,
+            })?;
         let base_dir = match path.parent() {
             Some(dir) if !dir.as_os_str().is_empty() => dir,
             _ => Path::new("."),
@@ -126,10 +128,11 @@ impl Manifest {
     /// [`ManifestError`] when the file cannot be read, is not a ReconcilerPlugin, or its spec
     /// is invalid.
     pub fn load_object(path: &Path) -> Result<(Self, ModuleSource), ManifestError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
+        let text = crate::bounded_read::read_to_string(path, MAX_MANIFEST_BYTES, "manifest")
+            .map_err(|source| ManifestError::Read {
+                path: path.to_owned(),
+                source,
+            })?;
         let parse_error = |message: String| ManifestError::Parse {
             path: path.to_owned(),
             message: abbreviated(&message),

@@ -23,7 +23,13 @@ pub(super) struct Loaded {
 /// Loads the manifest at `path` and its component, as `run` does.
 pub(super) async fn load(path: &Path, module_cache: Option<PathBuf>) -> anyhow::Result<Loaded> {
     let manifest = Manifest::load(path)?;
-    let bytes = tokio::fs::read(&manifest.module).await.with_context(|| {
+    let bytes = crate::bounded_read::read_async(
+        &manifest.module,
+        crate::bounded_read::MAX_MODULE_BYTES,
+        "module",
+    )
+    .await
+    .with_context(|| {
         format!(
             "plugin manifest {}: cannot read its `module` {}; build the component, or fix \
              `module:` (a relative path is resolved against the manifest's directory)",

@@ -12,6 +12,7 @@ use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
+use crate::bounded_read::MAX_MODULE_BYTES;
 use crate::wasm::bindings::ReconcilerPre;
 use crate::wasm::engine::{PluginEngine, is_withheld, stub_withheld};
 use crate::wasm::pool::InstancePool;
@@ -238,7 +239,7 @@ impl ModuleLoader {
     /// # Errors
     /// When the file cannot be read, is not a component, or does not match the world.
     pub async fn load(&self, path: &Path) -> Result<Arc<Module>, LoadError> {
-        let bytes = tokio::fs::read(path)
+        let bytes = crate::bounded_read::read_async(path, MAX_MODULE_BYTES, "module")
             .await
             .map_err(|source| LoadError::Read {
                 path: path.to_owned(),
@@ -382,10 +383,13 @@ fn relink(
     let component = match engine.cached(digest) {
         Some(component) => component,
         None => {
-            let bytes = std::fs::read(source).map_err(|error| LoadError::Read {
-                path: source.to_owned(),
-                source: error,
-            })?;
+            let bytes =
+                crate::bounded_read::read(source, MAX_MODULE_BYTES, "module").map_err(|error| {
+                    LoadError::Read {
+                        path: source.to_owned(),
+                        source: error,
+                    }
+                })?;
             if hex_sha256(&bytes) != digest {
                 return Err(LoadError::Gone {
                     path: source.to_owned(),

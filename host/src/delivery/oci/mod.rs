@@ -41,7 +41,7 @@ pub use cache::ModuleStore;
 pub use error::OciError;
 
 /// The largest module the host accepts from a registry (the Python components are 18 MB).
-pub const MAX_MODULE_BYTES: u64 = 64 << 20;
+pub const MAX_MODULE_BYTES: u64 = crate::bounded_read::MAX_MODULE_BYTES;
 /// The largest manifest accepted.
 const MAX_MANIFEST_BYTES: usize = 4 << 20;
 /// The CNCF wasm artifact's config media type.

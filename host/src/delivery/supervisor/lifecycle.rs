@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{PluginError, Plugins, Running};
+use crate::bounded_read::{self, MAX_MANIFEST_BYTES, MAX_MODULE_BYTES};
 use crate::controller::ObjectKey;
 use crate::delivery::loader::{cache_scopes, controller_spec, manifest_paths};
 use crate::delivery::reconciler::{FAILURE_REASONS, Plugin, PluginReconciler, RollbackHook};
@@ -85,9 +86,11 @@ impl Plugins {
     ) -> bool {
         let (canary, shadow) = current.plugin.side_modules();
         let changed = async |path: Option<&Path>, running: Option<&str>| match (path, running) {
-            (Some(path), Some(running)) => tokio::fs::read(path)
-                .await
-                .map_or(true, |bytes| hex_sha256(&bytes) != running),
+            (Some(path), Some(running)) => {
+                bounded_read::read_async(path, MAX_MODULE_BYTES, "module")
+                    .await
+                    .map_or(true, |bytes| hex_sha256(&bytes) != running)
+            }
             (None, None) => false,
             _ => true,
         };
@@ -118,16 +121,15 @@ impl Plugins {
         let Some(current) = running.get(&manifest.name) else {
             return Ok(false);
         };
-        let bytes =
-            tokio::fs::read(&manifest.module)
-                .await
-                .map_err(|source| PluginError::Module {
-                    plugin: manifest.name.clone(),
-                    source: LoadError::Read {
-                        path: manifest.module.clone(),
-                        source,
-                    },
-                })?;
+        let bytes = bounded_read::read_async(&manifest.module, MAX_MODULE_BYTES, "module")
+            .await
+            .map_err(|source| PluginError::Module {
+                plugin: manifest.name.clone(),
+                source: LoadError::Read {
+                    path: manifest.module.clone(),
+                    source,
+                },
+            })?;
         let digest = hex_sha256(&bytes);
         if digest == current.plugin.module().digest() {
             // The module on disk is the one serving — also when the module serving before a
@@ -367,10 +369,13 @@ pub(super) struct Modules {
 }
 
 fn read_manifest(path: &Path) -> Result<(Manifest, String), PluginError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
+    let text =
+        bounded_read::read_to_string(path, MAX_MANIFEST_BYTES, "manifest").map_err(|source| {
+            ManifestError::Read {
+                path: path.to_owned(),
+                source,
+            }
+        })?;
     let manifest = Manifest::parse(&text, path.parent().unwrap_or(Path::new(".")))
         .map_err(|error| with_path(error, path))?;
     Ok((manifest, text))

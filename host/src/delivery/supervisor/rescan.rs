@@ -109,7 +109,11 @@ impl Plugins {
             }
         }
         for path in manifests {
-            let text = match std::fs::read_to_string(&path) {
+            let text = match crate::bounded_read::read_to_string(
+                &path,
+                crate::bounded_read::MAX_MANIFEST_BYTES,
+                "manifest",
+            ) {
                 Ok(text) => text,
                 Err(error) => {
                     tracing::warn!(path = %path.display(), %error, "cannot read plugin manifest");

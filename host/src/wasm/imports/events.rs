@@ -9,6 +9,7 @@ use crate::wasm::api::{ApiCall, Target};
 use crate::wasm::bindings::kube::reconcile::events::{EventType, Host};
 use crate::wasm::bindings::{CallError, ObjectRef};
 use crate::wasm::cost::Import;
+use crate::wasm::guest_log::guest_text;
 use crate::wasm::record;
 use crate::wasm::reference;
 use crate::wasm::state::GuestState;
@@ -67,6 +68,26 @@ impl GuestState {
 /// The longest note kept (the API server's limit is 1 KB).
 const MAX_NOTE: usize = 1024;
 
+/// The longest reason the API server keeps.
+const MAX_REASON: usize = 128;
+
+/// Refuses a reason that is not 1 to [`MAX_REASON`] ASCII letters and digits: a reason is a
+/// machine-readable word (`NamespaceNotFound`), and anything else (newlines, bidirectional
+/// overrides) would reach `kubectl describe` and event consumers as the guest wrote it.
+fn check_reason(reason: &str) -> Result<(), CallError> {
+    let word = !reason.is_empty()
+        && reason.len() <= MAX_REASON
+        && reason.bytes().all(|b| b.is_ascii_alphanumeric());
+    if word {
+        return Ok(());
+    }
+    Err(CallError::Invalid(format!(
+        "the event reason `{}` is not a reason: use 1 to {MAX_REASON} ASCII letters and digits \
+         in UpperCamelCase, e.g. `NamespaceNotFound`",
+        guest_text(reason, 64)
+    )))
+}
+
 impl GuestState {
     // What each import does when no replay answers it.
     async fn live_events_record_event(
@@ -78,6 +99,7 @@ impl GuestState {
     ) -> Result<(), CallError> {
         let kind = kind_ref(&regarding.kind);
         reference::check(&kind, regarding.namespace.as_deref(), &regarding.name, None)?;
+        check_reason(&reason)?;
         let namespace = regarding
             .namespace
             .clone()
@@ -124,7 +146,8 @@ impl Host for GuestState {
 }
 
 /// The create of an Event (`events.k8s.io/v1`) reported by plugin `plugin` about `regarding`,
-/// in its namespace (`default` for a cluster-scoped object), the note cut at 1 KiB.
+/// in its namespace (`default` for a cluster-scoped object), the note's control and
+/// bidirectional characters escaped, cut at 1 KiB.
 pub(crate) fn event_call(
     plugin: &str,
     regarding: &ObjectRef,
@@ -140,6 +163,7 @@ pub(crate) fn event_call(
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
     let name = format!("{}.{:x}", regarding.name, now.as_nanos());
+    let note = guest_text(note, note.len());
     let mut end = note.len().min(MAX_NOTE);
     while !note.is_char_boundary(end) {
         end -= 1;

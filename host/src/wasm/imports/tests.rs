@@ -273,6 +273,47 @@ async fn events_need_no_grant_and_are_reported_by_the_plugin() {
     assert_eq!(object["note"].as_str().unwrap().len(), 1024);
 }
 
+#[tokio::test]
+async fn an_event_reason_must_be_a_word_and_a_note_is_one_escaped_line() {
+    let (mut state, recorder) = state();
+    for reason in [
+        "",
+        "Forged\nLine",
+        "Ok\u{202e}desrever",
+        "With Space",
+        &"R".repeat(129),
+    ] {
+        let refused = events::Host::record_event(
+            &mut state,
+            deployment("default", "web"),
+            events::EventType::Warning,
+            reason.to_owned(),
+            "n".into(),
+        )
+        .await;
+        assert!(
+            matches!(&refused, Err(CallError::Invalid(m)) if m.contains("UpperCamelCase") && !m.contains('\n')),
+            "{reason:?}: {refused:?}"
+        );
+    }
+    assert!(recorder.calls().is_empty());
+    events::Host::record_event(
+        &mut state,
+        deployment("default", "web"),
+        events::EventType::Normal,
+        "Synced".into(),
+        "line one\nline two \u{202e}".into(),
+    )
+    .await
+    .unwrap();
+    let calls = recorder.calls();
+    let [ApiCall::Create { object, .. }] = calls.as_slice() else {
+        panic!("one create: {calls:?}");
+    };
+    assert_eq!(object["reason"], "Synced");
+    assert_eq!(object["note"], "line one\\nline two \\u{202e}");
+}
+
 /// Answers every call after [`SLOW_API`], as an API server far away would.
 struct SlowApi;
 
