@@ -145,6 +145,15 @@ impl Host for GuestState {
     }
 }
 
+/// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.
+fn prefix(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// The create of an Event (`events.k8s.io/v1`) reported by plugin `plugin` about `regarding`,
 /// in its namespace (`default` for a cluster-scoped object), the note's control and
 /// bidirectional characters escaped, cut at 1 KiB.
@@ -163,11 +172,9 @@ pub(crate) fn event_call(
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
     let name = format!("{}.{:x}", regarding.name, now.as_nanos());
-    let note = guest_text(note, note.len());
-    let mut end = note.len().min(MAX_NOTE);
-    while !note.is_char_boundary(end) {
-        end -= 1;
-    }
+    // Escaping only lengthens text: the first MAX_NOTE bytes are all that can be kept.
+    let note = guest_text(prefix(note, MAX_NOTE), MAX_NOTE);
+    let note = prefix(&note, MAX_NOTE);
     let event = serde_json::json!({
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
@@ -177,7 +184,7 @@ pub(crate) fn event_call(
         "reportingInstance": format!("reconcile-host/{plugin}"),
         "action": "Reconcile",
         "reason": reason,
-        "note": &note[..end],
+        "note": note,
         "type": event_type,
         "regarding": {
             "apiVersion": regarding.kind.api_version,
