@@ -29,3 +29,4 @@ mod replicator_safety;
 mod safe_upgrades;
 mod scale_out;
 mod startup;
+mod state_loss;

@@ -461,11 +461,23 @@ fn rbac_puts_a_namespaced_plugin_and_namespaced_grants_in_roles() {
     ]);
     assert_eq!(code, Some(0), "{stderr}");
     let output = Output::parse(&stdout);
-    // Cluster-wide: only the ConfigMap grant, which names no namespaces.
-    let [cluster] = output.cluster_roles.as_slice() else {
-        panic!("one ClusterRole: {output:#?}");
+    // Cluster-wide: the ConfigMap grant, which names no namespaces, and the host's reading of
+    // namespace kube-system (--include-host).
+    let [cluster, identity] = output.cluster_roles.as_slice() else {
+        panic!("two ClusterRoles: {output:#?}");
     };
     assert_eq!(cluster.metadata.name.as_deref(), Some("tools"));
+    assert_eq!(
+        identity.metadata.name.as_deref(),
+        Some("tools-cluster-identity")
+    );
+    assert_eq!(
+        identity.rules.clone().unwrap_or_default(),
+        vec![PolicyRule {
+            resource_names: Some(vec!["kube-system".to_owned()]),
+            ..rule("", &["namespaces"], &["get"])
+        }]
+    );
     assert_eq!(
         cluster.rules.clone().unwrap_or_default(),
         vec![rule("", &["configmaps"], &["create", "patch"])]
@@ -529,10 +541,7 @@ fn rbac_puts_a_namespaced_plugin_and_namespaced_grants_in_roles() {
             (Some("ops"), "host")
         );
     }
-    assert!(
-        stdout.contains("Includes the host's own Lease rules"),
-        "{stdout}"
-    );
+    assert!(stdout.contains("Includes the host's own rules"), "{stdout}");
 }
 
 #[test]

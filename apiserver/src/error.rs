@@ -92,6 +92,9 @@ pub enum ApiError {
     /// 500 InternalError.
     #[error("Internal error occurred: {0}")]
     Internal(String),
+    /// 503 ServiceUnavailable: the server cannot serve the request now (no `Retry-After`).
+    #[error("{0}")]
+    ServiceUnavailable(String),
     /// 504 Timeout: a watch or list asked for a resourceVersion newer than the server's (the
     /// client saw a server that has since lost its state).
     #[error("Timeout: Too large resource version: {requested}, current: {current}")]
@@ -121,6 +124,7 @@ impl ApiError {
             ApiError::Forbidden(_) => 403,
             ApiError::UnsupportedMediaType(_) => 415,
             ApiError::Internal(_) => 500,
+            ApiError::ServiceUnavailable(_) => 503,
             ApiError::TooLargeResourceVersion { .. } => 504,
         }
     }
@@ -142,6 +146,7 @@ impl ApiError {
             ApiError::Forbidden(_) => "Forbidden",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::Internal(_) => "InternalError",
+            ApiError::ServiceUnavailable(_) => "ServiceUnavailable",
             ApiError::TooLargeResourceVersion { .. } => "Timeout",
         }
     }

@@ -35,6 +35,8 @@ pub enum Verb {
 pub enum Failure {
     /// 500 InternalError.
     InternalError,
+    /// 503 ServiceUnavailable, without `Retry-After`.
+    Unavailable,
     /// 429 TooManyRequests with `Retry-After: <secs>`.
     TooManyRequests {
         /// The Retry-After value in seconds.
@@ -176,6 +178,9 @@ impl Faults {
             Failure::InternalError => {
                 ApiError::Internal(format!("injected failure for {verb:?} {resource}"))
             }
+            Failure::Unavailable => ApiError::ServiceUnavailable(format!(
+                "injected unavailability for {verb:?} {resource}"
+            )),
             Failure::TooManyRequests { retry_after_secs } => ApiError::TooManyRequests {
                 message: format!("injected throttling for {verb:?} {resource}; retry later"),
                 retry_after_secs,

@@ -49,7 +49,9 @@ pub struct ApiServer {
     cluster: Arc<Cluster>,
     http_addr: SocketAddr,
     https_addr: Option<SocketAddr>,
-    ca_pem: String,
+    certs: tls::Certs,
+    /// What [`restart_empty`](Self::restart_empty) starts again with.
+    config: Box<Config>,
     token: Option<String>,
     requests: Option<Arc<std::sync::Mutex<Vec<RecordedRequest>>>>,
     cancel: CancellationToken,
@@ -62,6 +64,27 @@ impl ApiServer {
     /// # Errors
     /// [`StartError`] when a listener cannot bind or the certificate cannot be generated.
     pub async fn start(config: Config) -> Result<ApiServer, StartError> {
+        Self::start_with(config, tls::generate()?).await
+    }
+
+    /// Stops this server and starts another on the same addresses, with the same serving
+    /// certificate and token, over an empty store: what a kube-apiserver restarted on a wiped
+    /// etcd looks like to its clients (every uid new, resourceVersions starting again, open
+    /// watches ended).
+    ///
+    /// # Errors
+    /// [`StartError`] when a listener cannot bind its address again.
+    pub async fn restart_empty(self) -> Result<ApiServer, StartError> {
+        let config = (*self.config)
+            .clone()
+            .http_addr(self.http_addr)
+            .https_addr(self.https_addr);
+        let certs = self.certs.clone();
+        self.shutdown().await;
+        Self::start_with(config, certs).await
+    }
+
+    async fn start_with(config: Config, certs: tls::Certs) -> Result<ApiServer, StartError> {
         // kube and this server both use rustls; pin the process default to ring when unset.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let (store, removals) = Store::new(config.history_limit, config.watch_buffer);
@@ -97,7 +120,6 @@ impl ApiServer {
             token: config.token.clone(),
             requests: requests.clone(),
         });
-        let certs = tls::generate()?;
         let mut tasks = vec![tokio::spawn(gc::run(
             cluster.clone(),
             removals,
@@ -140,8 +162,9 @@ impl ApiServer {
             cluster,
             http_addr,
             https_addr,
-            ca_pem: certs.ca_pem,
-            token: config.token,
+            token: config.token.clone(),
+            certs,
+            config: Box::new(config),
             requests,
             cancel,
             tasks,
@@ -160,7 +183,7 @@ impl ApiServer {
 
     /// PEM of the CA that signed the HTTPS serving certificate.
     pub fn ca_pem(&self) -> &str {
-        &self.ca_pem
+        &self.certs.ca_pem
     }
 
     /// Writes the CA PEM to `path`.
@@ -168,7 +191,7 @@ impl ApiServer {
     /// # Errors
     /// [`WriteError`] when the file cannot be written.
     pub fn write_ca(&self, path: &Path) -> Result<(), WriteError> {
-        std::fs::write(path, &self.ca_pem).map_err(|source| WriteError {
+        std::fs::write(path, &self.certs.ca_pem).map_err(|source| WriteError {
             what: "the CA certificate",
             path: path.to_path_buf(),
             source,
@@ -180,7 +203,7 @@ impl ApiServer {
     pub fn kubeconfig(&self) -> String {
         let mut cluster = json!({"server": self.https_url().unwrap_or_else(|| self.url())});
         if self.https_addr.is_some() {
-            cluster["certificate-authority-data"] = json!(base64(self.ca_pem.as_bytes()));
+            cluster["certificate-authority-data"] = json!(base64(self.certs.ca_pem.as_bytes()));
         }
         let config = json!({
             "apiVersion": "v1",

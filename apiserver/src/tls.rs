@@ -9,6 +9,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use crate::error::StartError;
 
 /// The generated certificates.
+#[derive(Clone)]
 pub(crate) struct Certs {
     /// PEM of the CA certificate clients should trust.
     pub ca_pem: String,

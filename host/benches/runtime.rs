@@ -111,6 +111,7 @@ async fn memory() {
             namespace: None,
             label_selector: None,
         },
+        None,
     );
     informer.wait_synced().await;
     let ours = HEAP.allocated().saturating_sub(before);

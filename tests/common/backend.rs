@@ -147,6 +147,26 @@ impl Backend {
         }
     }
 
+    /// The API server comes back without its state, on the same address with the same
+    /// certificate and credentials: the embedded one starts again over an empty store, the real
+    /// one gets an empty etcd ([`ControlPlane::wipe_and_restart`]).
+    pub async fn wipe_and_restart(self) -> Self {
+        match self {
+            Self::Embedded(server) => Self::Embedded(
+                server
+                    .restart_empty()
+                    .await
+                    .expect("the embedded API server starts again on its address"),
+            ),
+            Self::Real { plane, _lease } => {
+                tokio::task::spawn_blocking(move || plane.wipe_and_restart())
+                    .await
+                    .expect("the control plane comes back");
+                Self::Real { plane, _lease }
+            }
+        }
+    }
+
     /// The URL a kubeconfig points at (HTTPS on the real server).
     pub fn url(&self) -> String {
         match self {

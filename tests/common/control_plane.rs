@@ -24,6 +24,8 @@ use std::os::unix::process::CommandExt;
 use super::host::{free_port, workspace};
 use super::process::stop_group;
 
+mod wipe;
+
 /// How long etcd may take to answer `/health`.
 const ETCD_READY: Duration = Duration::from_secs(60);
 /// How long kube-apiserver may take to answer `/readyz` and serve the `default` namespace.
@@ -37,9 +39,17 @@ pub struct ControlPlane {
     url: String,
     token: String,
     kubeconfig: PathBuf,
+    processes: parking_lot::Mutex<Processes>,
+}
+
+/// The processes of a [`ControlPlane`], replaced by [`ControlPlane::wipe_and_restart`].
+struct Processes {
     etcd: Child,
     apiserver: Child,
-    watchdog: Option<(Child, ChildStdin)>,
+    /// Stops both when the test process ends; `None` once the plane is dropped.
+    watchdog: Option<Watchdog>,
+    /// How many times the store was wiped (each wipe gets a new etcd data directory).
+    wipes: usize,
 }
 
 /// A process that did not become ready, and whether a retry on other ports may help.
@@ -87,7 +97,7 @@ impl ControlPlane {
                 Err(failure) => panic!("{}", failure.message),
             };
             let etcd_ready = started.elapsed();
-            match start_apiserver(&bin, &dir, &etcd_url, &token, &mut watchdog) {
+            match start_apiserver(&bin, &dir, &etcd_url, &token, &mut watchdog, None) {
                 Ok((apiserver, url)) => {
                     let ready = started.elapsed();
                     let kubeconfig = dir.join("kubeconfig");
@@ -97,9 +107,12 @@ impl ControlPlane {
                         url,
                         token,
                         kubeconfig,
-                        etcd,
-                        apiserver,
-                        watchdog: watchdog.into_parts(),
+                        processes: parking_lot::Mutex::new(Processes {
+                            etcd,
+                            apiserver,
+                            watchdog: Some(watchdog),
+                            wipes: 0,
+                        }),
                     };
                     plane.create_default_service_account();
                     eprintln!(
@@ -109,8 +122,8 @@ impl ControlPlane {
                         version(),
                         etcd_ready.as_millis(),
                         ready.as_millis(),
-                        rss_mib(plane.etcd.id()),
-                        rss_mib(plane.apiserver.id()),
+                        rss_mib(plane.pids().1),
+                        rss_mib(plane.pids().0),
                         plane.dir.display(),
                     );
                     return plane;
@@ -130,7 +143,8 @@ impl ControlPlane {
 
     /// The process ids of kube-apiserver and etcd, in that order (to read their CPU time).
     pub fn pids(&self) -> (u32, u32) {
-        (self.apiserver.id(), self.etcd.id())
+        let processes = self.processes.lock();
+        (processes.apiserver.id(), processes.etcd.id())
     }
 
     /// Sends `signal` (`STOP`, `CONT`) to kube-apiserver: stopped, it accepts connections and
@@ -138,7 +152,7 @@ impl ControlPlane {
     pub fn signal_apiserver(&self, signal: &str) {
         let status = Command::new("kill")
             .arg(format!("-{signal}"))
-            .arg(self.apiserver.id().to_string())
+            .arg(self.pids().0.to_string())
             .status()
             .expect("kill runs");
         assert!(status.success(), "kill -{signal} kube-apiserver failed");
@@ -232,12 +246,13 @@ impl ControlPlane {
 impl Drop for ControlPlane {
     fn drop(&mut self) {
         // In order: kube-apiserver, then etcd.
-        stop_group(&mut self.apiserver);
-        stop_group(&mut self.etcd);
+        let processes = self.processes.get_mut();
+        stop_group(&mut processes.apiserver);
+        stop_group(&mut processes.etcd);
         // Closing its stdin lets the watchdog find both gone and remove the state directory.
-        if let Some((mut watchdog, stdin)) = self.watchdog.take() {
+        if let Some(Watchdog { mut child, stdin }) = processes.watchdog.take() {
             drop(stdin);
-            let _ = watchdog.wait();
+            let _ = child.wait();
         }
     }
 }
@@ -350,8 +365,9 @@ fn start_apiserver(
     etcd: &str,
     token: &str,
     watchdog: &mut Watchdog,
+    port: Option<u16>,
 ) -> Result<(Child, String), NotReady> {
-    let port = free_port();
+    let port = port.unwrap_or_else(free_port);
     let url = format!("https://127.0.0.1:{port}");
     let log = dir.join("kube-apiserver.log");
     let mut child = spawn(
@@ -533,9 +549,5 @@ impl Watchdog {
 
     fn watch(&mut self, pid: u32) {
         writeln!(self.stdin, "{pid}").expect("the watchdog reads its stdin");
-    }
-
-    fn into_parts(self) -> Option<(Child, ChildStdin)> {
-        Some((self.child, self.stdin))
     }
 }

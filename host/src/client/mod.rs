@@ -20,7 +20,7 @@
 //! |--------------------------------------------------|-------|-----------------|--------------------|---------------|
 //! | watch (`watch=true` / `watch=1` in the query)    | no    | no              | no                 | no            |
 //! | GET, HEAD, OPTIONS                               | retry | retry           | retry              | no            |
-//! | PUT, DELETE, PATCH with apply or merge patch     | retry | retry           | retry              | no            |
+//! | PUT, DELETE, PATCH with apply or merge patch     | retry | retry (500: only with `Retry-After`) | retry | no     |
 //! | POST, PATCH with JSON or strategic merge patch   | retry | no              | retry              | no            |
 //!
 //! - 429 means the server did not act on the request, so every verb retries; the wait is the
@@ -30,6 +30,9 @@
 //!   repeat retry. A repeated PUT with a resourceVersion that had in fact succeeded answers 409
 //!   and a repeated DELETE answers 404, both of which controllers already handle. A POST
 //!   (create) could create twice (with `generateName`), so its 5xx goes to the caller.
+//! - A write answered 500 is most often refused for what it carries (an admission webhook, a
+//!   check the server cannot express otherwise), and sending it again repeats the refusal: as in
+//!   client-go, it retries only when the server sends `Retry-After`.
 //! - A refused connection means nothing was sent, so every verb retries. Other transport errors
 //!   (reset, timeout) may come after the request reached the server and go to the caller.
 //! - Exponential backoff: `backoff_base × 2^n`, capped at `backoff_max`, times a random factor

@@ -108,7 +108,7 @@ pub(crate) enum Decision {
 /// A 429 waits `Retry-After` seconds, capped at `backoff_max`; a missing `Retry-After`, or one in
 /// HTTP-date form (the API server always sends seconds), is treated as absent and the exponential
 /// backoff applies instead. A 5xx with `Retry-After` (the API server sends one with some 503s and
-/// 504s) honours it the same way.
+/// 504s) honours it the same way. A write answered 500 is retried only with a `Retry-After`.
 pub(crate) fn decide(
     class: RequestClass,
     outcome: Outcome<'_>,
@@ -120,6 +120,15 @@ pub(crate) fn decide(
         return Decision::Return;
     }
     let (reason, retry_after) = match outcome {
+        // A write answered 500 without `Retry-After` is most often refused for what it carries
+        // (a webhook, a validation the server could not express otherwise): sending it again
+        // repeats the refusal. client-go retries it only when the server asks to.
+        Outcome::Response {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            retry_after,
+        } if class != RequestClass::Read && retry_after.and_then(parse_retry_after).is_none() => {
+            return Decision::Return;
+        }
         Outcome::Response {
             status: StatusCode::TOO_MANY_REQUESTS,
             retry_after,
@@ -272,6 +281,9 @@ mod tests {
     fn server_errors_retry_reads_and_idempotent_writes_with_doubling_backoff() {
         for code in [500, 502, 503, 504] {
             for class in [RequestClass::Read, RequestClass::IdempotentWrite] {
+                if code == 500 && class == RequestClass::IdempotentWrite {
+                    continue; // retried only when the server asks to (next test)
+                }
                 let delays: Vec<_> = (0..3)
                     .map(|n| decide(class, status(code), n, &limits(), 0.0))
                     .collect();
@@ -286,6 +298,51 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_write_answered_500_is_retried_only_when_the_server_sends_retry_after() {
+        let with_retry_after = Outcome::Response {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            retry_after: Some("2"),
+        };
+        let with_a_date = Outcome::Response {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            retry_after: Some("Wed, 21 Oct 2026 07:28:00 GMT"),
+        };
+        for class in [
+            RequestClass::IdempotentWrite,
+            RequestClass::NonIdempotentWrite,
+        ] {
+            assert_eq!(
+                decide(class, status(500), 0, &limits(), 0.0),
+                Decision::Return,
+                "{class:?}"
+            );
+            assert_eq!(
+                decide(class, with_a_date, 0, &limits(), 0.0),
+                Decision::Return,
+                "{class:?}"
+            );
+        }
+        assert_eq!(
+            decide(
+                RequestClass::IdempotentWrite,
+                with_retry_after,
+                0,
+                &limits(),
+                0.0
+            ),
+            Decision::Retry {
+                after: Duration::from_secs(2),
+                reason: RetryReason::ServerError
+            }
+        );
+        // Reads retry a 500 as before.
+        assert!(matches!(
+            decide(RequestClass::Read, status(500), 0, &limits(), 0.0),
+            Decision::Retry { .. }
+        ));
     }
 
     #[test]

@@ -11,6 +11,7 @@ use tracing::Instrument;
 
 use super::key::ObjectKey;
 use super::reconciler::{Action, ObjectLookup, Reconciler, Request};
+use super::unhandled::Unhandled;
 use crate::election::Fence;
 use crate::queue::{Completion, RateLimitingQueue};
 use crate::shard::{Admission, Gate, Placement};
@@ -53,6 +54,8 @@ struct Shared<R: Reconciler> {
     fence: Fence,
     /// Sharded mode: which keys are this replica's.
     gate: Option<(Arc<Gate>, Placement)>,
+    /// Told of every reconcile that starts.
+    unhandled: Option<Arc<Unhandled>>,
 }
 
 /// Reconciles the keys of one queue with a fixed number of workers.
@@ -116,6 +119,7 @@ impl<R: Reconciler> Controller<R> {
                 metrics,
                 fence: Fence::always_open(),
                 gate: None,
+                unhandled: None,
             }),
             workers: workers.max(1),
         }
@@ -137,6 +141,15 @@ impl<R: Reconciler> Controller<R> {
     pub fn with_gate(mut self, gate: Arc<Gate>, placement: Placement) -> Self {
         if let Some(shared) = Arc::get_mut(&mut self.shared) {
             shared.gate = Some((gate, placement));
+        }
+        self
+    }
+
+    /// Tells `unhandled` of every reconcile that starts (see [`Unhandled`]).
+    #[must_use]
+    pub fn with_unhandled(mut self, unhandled: Arc<Unhandled>) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.unhandled = Some(unhandled);
         }
         self
     }
@@ -213,6 +226,9 @@ async fn worker<R: Reconciler>(
             requeues: queue.num_requeues(&key),
             key: key.clone(),
         };
+        if let Some(unhandled) = &shared.unhandled {
+            unhandled.started(&key);
+        }
         let span = tracing::info_span!("reconcile", controller = %shared.name, key = %key);
         shared.metrics.active_workers(1);
         let started = Instant::now();

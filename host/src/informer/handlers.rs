@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use super::change::{Change, Handler};
 use super::object::CachedObject;
-use crate::controller::ObjectKey;
+use crate::controller::{ObjectKey, Unhandled};
 use crate::queue::RateLimitingQueue;
 
 /// Filters on update events (SEMANTICS rule 14). Updates whose resourceVersion did not change
@@ -24,6 +24,8 @@ pub type KeyFilter = Arc<dyn Fn(&ObjectKey) -> bool + Send + Sync>;
 pub struct Enqueue {
     queue: RateLimitingQueue<ObjectKey>,
     admit: Option<KeyFilter>,
+    /// Where every key's change is noted, before the filter.
+    unhandled: Option<Arc<Unhandled>>,
 }
 
 impl std::fmt::Debug for Enqueue {
@@ -41,10 +43,21 @@ impl Enqueue {
         Self {
             queue,
             admit: Some(admit),
+            unhandled: None,
         }
     }
 
+    /// Also notes every key's change in `unhandled` (filtered out or not).
+    #[must_use]
+    pub fn noting(mut self, unhandled: Arc<Unhandled>) -> Self {
+        self.unhandled = Some(unhandled);
+        self
+    }
+
     fn add(&self, key: ObjectKey) {
+        if let Some(unhandled) = &self.unhandled {
+            unhandled.changed(&key);
+        }
         if self.admit.as_ref().is_none_or(|admit| admit(&key)) {
             self.queue.add(key);
         }
@@ -53,7 +66,11 @@ impl Enqueue {
 
 impl From<RateLimitingQueue<ObjectKey>> for Enqueue {
     fn from(queue: RateLimitingQueue<ObjectKey>) -> Self {
-        Self { queue, admit: None }
+        Self {
+            queue,
+            admit: None,
+            unhandled: None,
+        }
     }
 }
 

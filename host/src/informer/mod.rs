@@ -2,6 +2,7 @@
 //! keys (SEMANTICS §5).
 
 mod change;
+pub mod cluster_state;
 mod handlers;
 mod object;
 mod shared;
@@ -9,6 +10,7 @@ mod store;
 mod watch_task;
 
 pub use change::{Change, Handler};
+pub use cluster_state::StoreEpoch;
 pub use handlers::{Enqueue, KeyFilter, Predicates, enqueue_controller, enqueue_self};
 pub use object::{CachedObject, Owner, WireObject};
 pub use shared::{Informer, Scope, Subscription};

@@ -2,7 +2,7 @@
 //! with handlers run for each change after the cache is updated.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use kube::api::Api;
@@ -36,6 +36,7 @@ pub struct Informer {
     next_id: AtomicU64,
     lists: Arc<AtomicU64>,
     synced: tokio::sync::watch::Receiver<bool>,
+    stale: Arc<AtomicBool>,
     task: AbortHandle,
 }
 
@@ -56,9 +57,16 @@ impl Drop for Informer {
 }
 
 impl Informer {
-    /// Starts watching `resource` (resolved by discovery) in `scope` through `client`.
+    /// Starts watching `resource` (resolved by discovery) in `scope` through `client`; when
+    /// `epoch` (a [`StoreEpoch`](super::StoreEpoch) subscription) goes up, the cache is marked
+    /// stale and listed again.
     #[must_use]
-    pub fn start(client: kube::Client, resource: &ApiResource, scope: Scope) -> Self {
+    pub fn start(
+        client: kube::Client,
+        resource: &ApiResource,
+        scope: Scope,
+        epoch: Option<tokio::sync::watch::Receiver<u64>>,
+    ) -> Self {
         let api: Api<WireObject> = match &scope.namespace {
             Some(namespace) => Api::namespaced_with(client, namespace, resource),
             None => Api::all_with(client, resource),
@@ -71,14 +79,23 @@ impl Informer {
         let handlers: Arc<Handlers> = Arc::default();
         let (synced_tx, synced) = tokio::sync::watch::channel(false);
         let lists = Arc::new(AtomicU64::new(0));
+        let stale = Arc::new(AtomicBool::new(false));
         let sink = watch_task::Sink {
             store: Arc::clone(&store),
             handlers: Arc::clone(&handlers),
             lists: Arc::clone(&lists),
             synced: synced_tx,
+            stale: Arc::clone(&stale),
         };
         let kind = format!("{}/{}", scope.api_version, scope.kind);
-        let task = tokio::spawn(watch_task::run(api, resource.clone(), config, sink, kind));
+        let task = tokio::spawn(watch_task::run(
+            api,
+            resource.clone(),
+            config,
+            sink,
+            kind,
+            epoch,
+        ));
         Self {
             scope,
             store,
@@ -86,6 +103,7 @@ impl Informer {
             next_id: AtomicU64::new(0),
             lists,
             synced,
+            stale,
             task: task.abort_handle(),
         }
     }
@@ -148,6 +166,13 @@ impl Informer {
             handlers: Arc::clone(&self.handlers),
             resync,
         }
+    }
+
+    /// True while the cache is known to hold the objects of a store the API server no longer
+    /// has (it came back without its state) and a new list is not in yet.
+    #[must_use]
+    pub fn is_stale(&self) -> bool {
+        self.stale.load(Ordering::Relaxed)
     }
 
     /// How many full lists the cache was built from: 1 after the initial list, one more for

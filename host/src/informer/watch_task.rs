@@ -18,11 +18,15 @@
 //!   server answers such a watch `504 Timeout` "Too large resource version", and kube-rs would
 //!   ask again from the same version forever. On that answer the task drops the watcher and
 //!   starts a new one, which lists afresh; the cache is then replaced and the differences
-//!   delivered as changes, like any relist.
+//!   delivered as changes, like any relist. Until that list is in, the cache is *stale*.
+//! - **A new store.** Not every server refuses such a watch: kube-apiserver may answer `200`
+//!   and keep the stream open, silent. So the task also follows the store epoch of
+//!   [`super::cluster_state`]: when it goes up, the cache is marked stale and the task starts
+//!   over the same way.
 
 use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -46,6 +50,9 @@ pub(super) struct Sink {
     pub handlers: Arc<Handlers>,
     pub lists: Arc<AtomicU64>,
     pub synced: watch::Sender<bool>,
+    /// True from the moment the cache is known to hold another store's objects until a new
+    /// list replaced it.
+    pub stale: Arc<AtomicBool>,
 }
 
 /// Runs until the task is aborted (the informer dropped). Objects get `resource`'s `apiVersion`
@@ -56,13 +63,26 @@ pub(super) async fn run(
     config: watcher::Config,
     sink: Sink,
     kind: String,
+    mut epoch: Option<watch::Receiver<u64>>,
 ) {
     let cached = |wire: WireObject| Arc::new(CachedObject::from(wire.with_type_of(&resource)));
     let mut backoff = WatchBackoff::default();
     loop {
         let mut events = pin!(watcher::watcher(api.clone(), config.clone()));
         let mut relist: Option<Vec<Arc<CachedObject>>> = None;
-        while let Some(event) = events.next().await {
+        loop {
+            let event = tokio::select! {
+                event = events.next() => match event {
+                    Some(event) => event,
+                    None => break,
+                },
+                () = super::cluster_state::changed(&mut epoch) => {
+                    sink.stale.store(true, Ordering::Relaxed);
+                    tracing::warn!(kind = %kind,
+                        "the API server's store was replaced; listing again");
+                    break;
+                }
+            };
             match event {
                 Ok(Event::Init) => relist = Some(Vec::new()),
                 Ok(Event::InitApply(wire)) => {
@@ -75,6 +95,7 @@ pub(super) async fn run(
                         .replace(listed, |change| deliver(&handlers, &change));
                     sink.lists.fetch_add(1, Ordering::Relaxed);
                     sink.synced.send_replace(true);
+                    sink.stale.store(false, Ordering::Relaxed);
                     backoff.reset();
                 }
                 Ok(Event::Apply(wire)) => {
@@ -103,6 +124,7 @@ pub(super) async fn run(
                         retry_in = ?delay, relist = start_over, "watch failed; retrying");
                     tokio::time::sleep(delay).await;
                     if start_over {
+                        sink.stale.store(true, Ordering::Relaxed);
                         break;
                     }
                 }

@@ -237,6 +237,7 @@ pub async fn generate(args: &RbacArgs) -> Result<String, String> {
     let mut documents = render(&rules, &args.name, &args.service_account);
     if args.include_host {
         documents.extend(host_documents(args));
+        documents.extend(cluster_identity_documents(args));
         if !sources.is_empty() {
             documents.extend(plugin_object_documents(args, &sources));
         }
@@ -261,6 +262,20 @@ fn host_documents(args: &RbacArgs) -> [String; 2] {
         crate::config::ElectionMode::Sharded => membership_lease_rules(),
     });
     role(&name, namespace, rules, &args.service_account)
+}
+
+/// The ClusterRole to read namespace `kube-system`, whose uid tells the host that the API
+/// server came back with another store (see `informer::cluster_state`).
+fn cluster_identity_documents(args: &RbacArgs) -> [String; 2] {
+    let rule = PolicyRule {
+        api_groups: Some(vec![String::new()]),
+        resources: Some(vec!["namespaces".to_owned()]),
+        resource_names: Some(vec![crate::informer::cluster_state::WITNESS.to_owned()]),
+        verbs: vec!["get".to_owned()],
+        ..PolicyRule::default()
+    };
+    let name = format!("{}-cluster-identity", args.name);
+    cluster_role(&name, vec![rule], &args.service_account)
 }
 
 /// What a host loading ReconcilerPlugin objects needs: a ClusterRole to read them and write
@@ -365,7 +380,8 @@ fn header(
     if args.include_host {
         let _ = writeln!(
             out,
-            "# Includes the host's own Lease rules (--include-host): Role {}-leader-election.",
+            "# Includes the host's own rules (--include-host): Role {0}-leader-election (its \
+             Lease) and ClusterRole {0}-cluster-identity (get namespace kube-system).",
             args.name
         );
     } else {

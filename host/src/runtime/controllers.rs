@@ -12,6 +12,7 @@ use parking_lot::Mutex;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::controller::Unhandled;
 use crate::informer::{Scope, Subscription};
 use crate::shard::Assignment;
 use crate::telemetry::{ScrapeHook, ShardMetrics};
@@ -40,8 +41,11 @@ pub(super) struct Slot {
     pub(super) runnable: Arc<dyn Runnable>,
     pub(super) subscriptions: Vec<Subscription>,
     pub(super) scopes: Vec<Scope>,
-    pub(super) scrape: ScrapeHook,
+    /// The queue's and the unhandled changes' scrape hooks.
+    pub(super) scrape: Vec<ScrapeHook>,
     rescan: Rescan,
+    /// The changes waiting for this controller's reconciles.
+    unhandled: Arc<Unhandled>,
     running: Option<Running>,
 }
 
@@ -50,8 +54,9 @@ impl Slot {
         runnable: Arc<dyn Runnable>,
         subscriptions: Vec<Subscription>,
         scopes: Vec<Scope>,
-        scrape: ScrapeHook,
+        scrape: Vec<ScrapeHook>,
         rescan: Rescan,
+        unhandled: Arc<Unhandled>,
     ) -> Self {
         Self {
             runnable,
@@ -59,6 +64,7 @@ impl Slot {
             scopes,
             scrape,
             rescan,
+            unhandled,
             running: None,
         }
     }
@@ -118,6 +124,7 @@ impl Controllers {
     pub(super) fn requeue_gained(&self, before: &Assignment, now: &Assignment) {
         let slots = self.slots.lock();
         for slot in slots.values() {
+            slot.unhandled.restart();
             (slot.rescan)(before, now);
         }
     }
@@ -126,6 +133,7 @@ impl Controllers {
     pub(super) fn begin_term(&self, term: Term) {
         let mut slots = self.slots.lock();
         for slot in slots.values_mut() {
+            slot.unhandled.restart();
             slot.running = Some(start(&slot.runnable, &term));
         }
         *self.term.lock() = Some(term);

@@ -8,11 +8,13 @@ mod registry;
 mod settings;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::{Controller, ObjectKey, Reconciler};
+use crate::controller::unhandled::READY_BOUND as UNHANDLED_READY_BOUND;
+use crate::controller::{Controller, ObjectKey, Reconciler, Unhandled};
 use crate::election::Fence;
 use crate::informer::{CachedObject, Enqueue, KeyFilter, Scope, enqueue_controller, enqueue_self};
 use crate::queue::RateLimitingQueue;
@@ -210,6 +212,7 @@ impl Runtime {
         let queue = RateLimitingQueue::with_metrics(limiter, metrics.workqueue(&spec.name));
         let scrape = metrics.report_unfinished_work_on_scrape(&queue);
         let primary = &informers[0];
+        let unhandled = Arc::new(Unhandled::default());
         // Sharded mode: only this replica's keys enter its queue (a key it gains later is
         // queued from the cache when the ring that gives it settles).
         let enqueue = match &self.inner.gate {
@@ -222,7 +225,8 @@ impl Runtime {
                 Enqueue::filtered(queue.clone(), admit)
             }
             None => Enqueue::from(queue.clone()),
-        };
+        }
+        .noting(Arc::clone(&unhandled));
         let mut subscriptions =
             vec![primary.subscribe(enqueue_self(enqueue.clone(), spec.predicates), spec.resync)];
         for informer in &informers[1..] {
@@ -246,7 +250,8 @@ impl Runtime {
             spec.workers,
             metrics.controller(&spec.name, spec.workers),
         )
-        .with_fence(self.fence());
+        .with_fence(self.fence())
+        .with_unhandled(Arc::clone(&unhandled));
         if let Some(gate) = &self.inner.gate {
             controller = controller.with_gate(Arc::clone(gate), spec.placement);
         }
@@ -267,14 +272,41 @@ impl Runtime {
                 owned
             }
         };
+        let oldest = self.oldest_unhandled(&spec, &unhandled, Arc::clone(primary.store()));
+        let scrape = vec![
+            scrape,
+            metrics.report_oldest_unhandled_on_scrape(&spec.name, {
+                let oldest = Arc::clone(&oldest);
+                move || oldest()
+            }),
+        ];
+        let check = unhandled_check_name(&spec.name);
+        let registered = self.inner.telemetry.health().add_check(&check, move || {
+            let age = oldest();
+            if age > UNHANDLED_READY_BOUND {
+                Err(format!(
+                    "a change has waited {} s for a reconcile (bound {} s): a key may be lost \
+                     between replicas; reconcile_host_oldest_unhandled_change_seconds shows it",
+                    age.as_secs(),
+                    UNHANDLED_READY_BOUND.as_secs()
+                ))
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(error) = registered {
+            tracing::warn!(error = &error as &dyn std::error::Error, "readiness check");
+        }
         let slot = Slot::new(
             Arc::new(controller),
             subscriptions,
             scopes,
             scrape,
             Box::new(rescan),
+            unhandled,
         );
         if let Err(slot) = self.inner.controllers.insert(&spec.name, slot) {
+            self.inner.telemetry.health().remove_check(&check);
             drop(slot.subscriptions);
             for scope in &slot.scopes {
                 self.release_informer(scope);
@@ -300,12 +332,48 @@ impl Runtime {
             self.release_informer(scope);
         }
         drop(slot.scrape);
+        self.inner
+            .telemetry
+            .health()
+            .remove_check(&unhandled_check_name(name));
         if let Some(election) = self.inner.settings.election.as_ref().filter(|e| e.sharded) {
             let metrics = self.inner.telemetry.metrics();
             metrics.sharding(&election.lease_name).forget(name);
         }
         tracing::info!(controller = name, "controller removed");
         true
+    }
+
+    /// The age of the oldest change `unhandled` holds among the keys this replica is
+    /// responsible for now: in sharded mode those its assignment gives `spec`, else every key
+    /// while this replica leads (none otherwise).
+    fn oldest_unhandled(
+        &self,
+        spec: &ControllerSpec,
+        unhandled: &Arc<Unhandled>,
+        store: Arc<crate::informer::Store>,
+    ) -> Arc<dyn Fn() -> Duration + Send + Sync> {
+        let unhandled = Arc::clone(unhandled);
+        let cached = move |key: &ObjectKey| store.get(key).is_some();
+        match &self.inner.gate {
+            Some(gate) => {
+                let (gate, name, placement) = (Arc::clone(gate), spec.name.clone(), spec.placement);
+                Arc::new(move || {
+                    let assignment = gate.assignment();
+                    let mine = |key: &ObjectKey| {
+                        assignment.admits(&name, placement.ring_key(key.as_str()))
+                    };
+                    unhandled.oldest(mine, &cached)
+                })
+            }
+            None => {
+                let leading = self.inner.leadership.subscribe();
+                Arc::new(move || {
+                    let leads = *leading.borrow();
+                    unhandled.oldest(|_| leads, &cached)
+                })
+            }
+        }
     }
 
     /// Gives back one use of `scope`'s informer (see [`informer`](Self::informer)); the last
@@ -337,10 +405,13 @@ impl Runtime {
                     .telemetry
                     .health()
                     .add_check(&cache_check_name(&scope), move || {
-                        if probe.is_synced() {
-                            Ok(())
-                        } else {
+                        if !probe.is_synced() {
                             Err("initial list not cached yet".to_owned())
+                        } else if probe.is_stale() {
+                            Err("stale: the API server's store was replaced; listing again"
+                                .to_owned())
+                        } else {
+                            Ok(())
                         }
                     });
             if let Err(error) = registered {
@@ -349,6 +420,11 @@ impl Runtime {
         }
         Ok(informer)
     }
+}
+
+/// `unhandled/<controller>`.
+fn unhandled_check_name(controller: &str) -> String {
+    format!("unhandled/{controller}")
 }
 
 /// `cache/<apiVersion>/<kind>[/<namespace>][?<selector>]`.

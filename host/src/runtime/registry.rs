@@ -7,7 +7,7 @@ use kube::core::GroupVersionKind;
 use kube::discovery::{self, Scope as KindScope};
 use parking_lot::Mutex;
 
-use crate::informer::{Informer, Scope};
+use crate::informer::{Informer, Scope, StoreEpoch, cluster_state};
 
 /// Why an informer could not be started.
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +83,8 @@ pub struct InformerRegistry {
     client: kube::Client,
     /// Each informer with the number of users holding it.
     informers: Mutex<HashMap<Scope, (Arc<Informer>, usize)>>,
+    /// Whether the API server's store was replaced, read from the first use on.
+    epoch: std::sync::OnceLock<StoreEpoch>,
 }
 
 impl std::fmt::Debug for InformerRegistry {
@@ -100,7 +102,18 @@ impl InformerRegistry {
         Self {
             client,
             informers: Mutex::default(),
+            epoch: std::sync::OnceLock::new(),
         }
+    }
+
+    /// A subscription to the store epoch (see [`crate::informer::cluster_state`]), which every
+    /// informer of this registry follows; the reading starts with the first call. Call it from
+    /// within a Tokio runtime.
+    #[must_use]
+    pub fn store_epoch(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.epoch
+            .get_or_init(|| StoreEpoch::spawn(self.client.clone(), cluster_state::PERIOD))
+            .subscribe()
     }
 
     /// The informer for `scope`, started (after resolving its kind by discovery) if no
@@ -157,6 +170,7 @@ impl InformerRegistry {
             self.client.clone(),
             &resource,
             scope.clone(),
+            Some(self.store_epoch()),
         ));
         informers.insert(scope.clone(), (Arc::clone(&informer), 1));
         Ok((informer, true))

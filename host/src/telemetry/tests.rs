@@ -325,3 +325,38 @@ fn plugin_costs_expose_guest_instantiate_import_and_api_wait_seconds() {
         )
     );
 }
+
+#[test]
+fn a_modules_series_go_when_the_last_handle_for_it_goes() {
+    let metrics = Metrics::new();
+    let series = |text: &str, module: &str| {
+        lines(text, "reconcile_host_plugin_module_reconciles_total")
+            .into_iter()
+            .filter(|line| line.contains(&format!("module=\"{module}\"")))
+            .count()
+    };
+    let old = metrics.plugin_module("p", "aaaaaaaaaaaa1111", &["success", "error"]);
+    old.observe("success", 0.01);
+    // The same module loaded again (a rollback to it) shares the series.
+    let again = metrics.plugin_module("p", "aaaaaaaaaaaa1111", &["success", "error"]);
+    let new = metrics.plugin_module("p", "bbbbbbbbbbbb2222", &["success", "error"]);
+    assert_eq!(series(&metrics.encode(), "aaaaaaaaaaaa"), 2);
+    drop(old);
+    let text = metrics.encode();
+    assert_eq!(series(&text, "aaaaaaaaaaaa"), 2, "still held:\n{text}");
+    assert!(
+        text.contains("module=\"aaaaaaaaaaaa\",result=\"success\"} 1"),
+        "{text}"
+    );
+    drop(again);
+    let text = metrics.encode();
+    assert_eq!(series(&text, "aaaaaaaaaaaa"), 0, "replaced module:\n{text}");
+    assert!(
+        !lines(&text, "reconcile_host_plugin_module_reconcile_time_seconds")
+            .iter()
+            .any(|line| line.contains("aaaaaaaaaaaa")),
+        "{text}"
+    );
+    assert_eq!(series(&text, "bbbbbbbbbbbb"), 2);
+    drop(new);
+}

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::core::ApiResource;
 use parking_lot::Mutex;
-use reconcile_host::informer::{Change, Informer, Scope};
+use reconcile_host::informer::{Change, Informer, Scope, StoreEpoch};
 
 fn scope() -> Scope {
     Scope {
@@ -64,7 +64,7 @@ async fn fixture(config: Config) -> Fixture {
             .await
             .expect("create");
     }
-    let informer = Informer::start(client, &ApiResource::erase::<ConfigMap>(&()), scope());
+    let informer = Informer::start(client, &ApiResource::erase::<ConfigMap>(&()), scope(), None);
     tokio::time::timeout(WAIT, informer.wait_synced())
         .await
         .expect("synced");
@@ -230,7 +230,7 @@ async fn an_api_server_that_comes_back_without_its_state_is_listed_afresh() {
             .await
             .expect("create");
     }
-    let informer = Informer::start(client, &ApiResource::erase::<ConfigMap>(&()), scope());
+    let informer = Informer::start(client, &ApiResource::erase::<ConfigMap>(&()), scope(), None);
     tokio::time::timeout(WAIT, informer.wait_synced())
         .await
         .expect("synced");
@@ -278,4 +278,69 @@ async fn watches_refused_for_seconds_resume_once_the_server_recovers() {
         "converged {} ms after the API server recovered",
         recovered.elapsed().as_millis()
     );
+}
+
+#[tokio::test]
+async fn a_new_store_epoch_marks_the_cache_stale_until_it_lists_again() {
+    let server = ApiServer::start(Config::default())
+        .await
+        .expect("server starts");
+    let client = server.kube_client().expect("client");
+    let (epoch, follow) = tokio::sync::watch::channel(0_u64);
+    let informer = Informer::start(
+        client,
+        &ApiResource::erase::<ConfigMap>(&()),
+        scope(),
+        Some(follow),
+    );
+    tokio::time::timeout(WAIT, informer.wait_synced())
+        .await
+        .expect("synced");
+    assert!(!informer.is_stale());
+    assert_eq!(informer.lists(), 1);
+    // Lists fail, so the stale state lasts until the faults are lifted.
+    let faults = server.faults();
+    faults.fail_next(FailRule::new(usize::MAX, Failure::InternalError).verb(Verb::List));
+    epoch.send_modify(|epoch| *epoch += 1);
+    eventually("the cache to be marked stale", || informer.is_stale()).await;
+    assert_eq!(informer.lists(), 1, "no list could complete");
+    faults.reset();
+    eventually("a new list to replace the stale cache", || {
+        !informer.is_stale() && informer.lists() == 2
+    })
+    .await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_epoch_changes_when_the_server_comes_back_with_another_store() {
+    let port = common::host::free_port();
+    let first = ApiServer::start(
+        Config::default()
+            .http_addr(([127, 0, 0, 1], port).into())
+            .https_addr(None)
+            .record_requests(true),
+    )
+    .await
+    .expect("server starts");
+    let mut config = kube::Config::new(first.url().parse().expect("URL"));
+    config.default_namespace = "default".into();
+    let client =
+        reconcile_host::client::client(config, &reconcile_host::client::ClientLimits::default())
+            .expect("client");
+    let epoch = StoreEpoch::spawn(client, Duration::from_millis(100));
+    let follow = epoch.subscribe();
+    let readings = || {
+        first
+            .requests()
+            .iter()
+            .filter(|r| r.path == "/api/v1/namespaces/kube-system")
+            .count()
+    };
+    eventually("three readings of the same store", || readings() >= 3).await;
+    assert_eq!(*follow.borrow(), 0, "the same store read again");
+    first.shutdown().await;
+    let second = server_on(port).await;
+    eventually("the epoch to go up", || *follow.borrow() >= 1).await;
+    second.shutdown().await;
 }

@@ -12,4 +12,5 @@ mod module_unload;
 mod plugin_sources;
 mod runtime;
 mod telemetry;
+mod unhandled;
 mod workqueue;

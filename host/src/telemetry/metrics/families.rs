@@ -52,6 +52,7 @@ pub(super) struct Families {
     pub(super) work_duration: HistogramFamily<OneLabel>,
     pub(super) unfinished_work: Family<OneLabel, FloatGauge>,
     pub(super) longest_running: Family<OneLabel, FloatGauge>,
+    pub(super) oldest_unhandled: Family<OneLabel, FloatGauge>,
     pub(super) retries: Family<OneLabel, Counter>,
     pub(super) reconcile_total: Family<ResultLabels, Counter>,
     pub(super) reconcile_errors: Family<OneLabel, Counter>,
@@ -92,6 +93,7 @@ impl Families {
             work_duration: Family::new_with_constructor(workqueue_histogram),
             unfinished_work: Family::default(),
             longest_running: Family::default(),
+            oldest_unhandled: Family::default(),
             retries: Family::default(),
             reconcile_total: Family::default(),
             reconcile_errors: Family::default(),
@@ -146,6 +148,12 @@ impl Families {
             "How many seconds of work has been done that is in progress and hasn't been \
              observed by work_duration. Large values indicate stuck threads",
             f.unfinished_work.clone(),
+        );
+        registry.register(
+            "reconcile_host_oldest_unhandled_change_seconds",
+            "Age of the oldest change of a key this replica is responsible for that no reconcile \
+             has started on since, by controller; grows while a key is lost between replicas",
+            f.oldest_unhandled.clone(),
         );
         registry.register(
             "workqueue_longest_running_processor_seconds",

@@ -32,6 +32,9 @@ struct Inner {
     /// Callbacks run before every encode, by registration id.
     on_scrape: Mutex<Vec<(u64, Refresh)>>,
     next_hook: AtomicU64,
+    /// How many loaded copies of each (plugin, module) hold its series (see
+    /// [`Metrics::plugin_module`]).
+    module_users: Mutex<std::collections::HashMap<(String, String), usize>>,
 }
 
 /// The host's metric registry: hands out the hooks that queues, controllers and the elector
@@ -78,6 +81,7 @@ impl Metrics {
                 families,
                 on_scrape: Mutex::new(Vec::new()),
                 next_hook: AtomicU64::new(0),
+                module_users: Mutex::default(),
             }),
         }
     }
@@ -199,6 +203,24 @@ impl Metrics {
     pub fn report_unfinished_work_on_scrape<K: Key>(&self, queue: &Queue<K>) -> ScrapeHook {
         let queue = queue.clone();
         self.on_scrape(move || queue.report_unfinished_work())
+    }
+
+    /// Keeps `reconcile_host_oldest_unhandled_change_seconds{controller}` equal to what `oldest`
+    /// returns, read before every scrape (see [`crate::controller::Unhandled`]).
+    #[must_use = "dropping the hook unregisters it at once"]
+    pub fn report_oldest_unhandled_on_scrape(
+        &self,
+        controller: &str,
+        oldest: impl Fn() -> std::time::Duration + Send + Sync + 'static,
+    ) -> ScrapeHook {
+        let gauge = self
+            .inner
+            .families
+            .oldest_unhandled
+            .get_or_create_owned(&label("controller", controller));
+        self.on_scrape(move || {
+            gauge.set(oldest().as_secs_f64());
+        })
     }
 
     /// Runs the scrape hooks, then encodes every series in the OpenMetrics text format

@@ -2,6 +2,8 @@
 //! its calls spend their time, module fetches and reloads, each module's reconciles, shadow runs
 //! and the modules loaded.
 
+use std::sync::Arc;
+
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
@@ -105,7 +107,9 @@ impl Metrics {
     }
 
     /// The series of module `module` (a digest) of plugin `plugin`, labelled with the first
-    /// 12 hex digits of the digest; every result starts at zero.
+    /// 12 hex digits of the digest; every result starts at zero. The series stay while a
+    /// handle for that plugin and module is held (a module rolled back to keeps its counts) and
+    /// leave `/metrics` when the last one is dropped, so replaced modules do not pile up.
     #[must_use]
     pub fn plugin_module(
         &self,
@@ -115,7 +119,20 @@ impl Metrics {
     ) -> ModuleSeries {
         let f = &self.inner.families;
         let short: String = module.chars().take(12).collect();
+        *self
+            .inner
+            .module_users
+            .lock()
+            .entry((plugin.to_owned(), short.clone()))
+            .or_default() += 1;
+        let user = Arc::new(ModuleUser {
+            metrics: self.clone(),
+            plugin: plugin.to_owned(),
+            module: short.clone(),
+            results: results.to_vec(),
+        });
         ModuleSeries {
+            _user: user,
             results: results
                 .iter()
                 .map(|result| {
@@ -228,6 +245,44 @@ pub const SHADOW_OUTCOMES: [&str; 4] = ["same", "different", "failed", "skipped"
 pub struct ModuleSeries {
     results: Vec<(&'static str, Counter)>,
     time: Histogram,
+    _user: Arc<ModuleUser>,
+}
+
+/// One holder of a module's series: the last one dropped removes them from the families.
+#[derive(Debug)]
+struct ModuleUser {
+    metrics: Metrics,
+    plugin: String,
+    module: String,
+    results: Vec<&'static str>,
+}
+
+impl Drop for ModuleUser {
+    fn drop(&mut self) {
+        let inner = &self.metrics.inner;
+        let mut users = inner.module_users.lock();
+        let key = (self.plugin.clone(), self.module.clone());
+        let Some(count) = users.get_mut(&key) else {
+            return;
+        };
+        *count -= 1;
+        if *count > 0 {
+            return;
+        }
+        users.remove(&key);
+        let f = &inner.families;
+        for result in &self.results {
+            f.module_reconciles.remove(&[
+                ("plugin", self.plugin.clone()),
+                ("module", self.module.clone()),
+                ("result", (*result).to_owned()),
+            ]);
+        }
+        f.module_time.remove(&[
+            ("plugin", self.plugin.clone()),
+            ("module", self.module.clone()),
+        ]);
+    }
 }
 
 impl ModuleSeries {
