@@ -43,10 +43,76 @@ pub fn apply_status<T: Serialize + DeserializeOwned>(object: &T) -> Result<T, Er
     apply_to(object, Some("status"))
 }
 
-fn apply_to<T: Serialize + DeserializeOwned>(
+/// Server-side applies `object` as [`apply`] does, only if the object is still at
+/// `resource_version`: the API server refuses the write with code 409 ([`Error::is_conflict`])
+/// when anyone wrote the object since. Pass the version the reconcile read it at (the cached
+/// object's `metadata.resourceVersion`), so a write made from a stale read, or one that left a
+/// replica after another had taken its work over, changes nothing.
+///
+/// Needs verb `patch` on the object's kind in the grants.
+///
+/// # Errors
+///
+/// As [`apply`]; 409 when the object changed since `resource_version`.
+pub fn apply_at_version<T: Serialize + DeserializeOwned>(
+    object: &T,
+    resource_version: &str,
+) -> Result<T, Error> {
+    let mut value =
+        serde_json::to_value(object).context("failed to serialize the object to apply")?;
+    at_version(&mut value, resource_version)?;
+    apply_to(&value, None)
+}
+
+/// Applies a JSON merge patch as [`merge_patch`] does, only if the object is still at
+/// `resource_version` (409 otherwise, see [`apply_at_version`]).
+///
+/// # Errors
+///
+/// When `patch` is not a JSON object, the call is denied or fails; 409 when the object changed
+/// since `resource_version`.
+pub fn merge_patch_at_version(
+    target: &ObjectRef,
+    patch: &Value,
+    resource_version: &str,
+) -> Result<Value, Error> {
+    let mut patch = patch.clone();
+    at_version(&mut patch, resource_version)?;
+    patch_with(target, PatchBody::Merge(patch.to_string()), None)
+}
+
+/// Sets `metadata.resourceVersion` of `document` (an object to apply or a merge patch): the API
+/// server takes it as a precondition.
+fn at_version(document: &mut Value, resource_version: &str) -> Result<(), Error> {
+    if resource_version.is_empty() {
+        return Err(Error::msg(
+            "an empty resourceVersion is no precondition; pass the metadata.resourceVersion of \
+             the object as the reconcile read it",
+        ));
+    }
+    let Some(fields) = document.as_object_mut() else {
+        return Err(Error::msg(
+            "a write with a resourceVersion precondition needs a JSON object (an object to apply \
+             or a merge patch), not an array or a scalar",
+        ));
+    };
+    let metadata = fields
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(serde_json::Map::new()));
+    let Some(metadata) = metadata.as_object_mut() else {
+        return Err(Error::msg("metadata must be a JSON object"));
+    };
+    metadata.insert(
+        "resourceVersion".to_owned(),
+        Value::String(resource_version.to_owned()),
+    );
+    Ok(())
+}
+
+fn apply_to<T: Serialize, U: DeserializeOwned>(
     object: &T,
     subresource: Option<&str>,
-) -> Result<T, Error> {
+) -> Result<U, Error> {
     let json = serde_json::to_string(object).context("failed to serialize the object to apply")?;
     let stored = host::apply(&json, true, subresource).map_err(|error| {
         let what = if subresource.is_some() {
@@ -185,5 +251,31 @@ fn in_context(error: CallError, what: &str, json: &str) -> Error {
     match ObjectRef::from_json(json) {
         Ok(target) => error.context(format!("failed to {what} {target}")),
         Err(_) => error.context(format!("failed to {what} an object")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_precondition_sets_the_resource_version_of_an_object_or_a_merge_patch() {
+        let mut object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "resourceVersion": "1"}, "data": {"k": "v"}});
+        at_version(&mut object, "42").expect("an object");
+        assert_eq!(object["metadata"]["resourceVersion"], "42");
+        assert_eq!(object["data"]["k"], "v");
+        let mut patch = json!({"data": {"k": "w"}});
+        at_version(&mut patch, "7").expect("a merge patch");
+        assert_eq!(
+            patch,
+            json!({"data": {"k": "w"}, "metadata": {"resourceVersion": "7"}})
+        );
+        for mut refused in [json!([{"op": "add"}]), json!("text"), json!({"metadata": 3})] {
+            assert!(at_version(&mut refused, "7").is_err(), "{refused}");
+        }
+        assert!(at_version(&mut json!({}), "").is_err(), "an empty version");
     }
 }
