@@ -4,25 +4,51 @@
 //! `ReconcilerPlugin` objects whose modules come from a registry, as in a cluster.
 //!
 //! It keeps what it is given until the process exits, checks each blob's and manifest's digest,
-//! and bounds every upload; it has no authentication and is only for loopback use.
+//! and bounds what it is sent ([`Limits`]): bodies are streamed and refused once past their
+//! bound, with 413 and `SIZE_INVALID`; open upload sessions are counted (429
+//! `TOOMANYREQUESTS`; `DELETE` on a session cancels it), and so is everything held (413
+//! `DENIED`). It has no authentication and is only for loopback use.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt as _;
 use parking_lot::Mutex;
 
-/// The largest blob or manifest accepted (the host accepts no larger module).
-const MAX_BLOB: usize = crate::delivery::oci::MAX_MODULE_BYTES as usize;
+/// What the registry accepts.
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    /// One blob, across all its chunks (the host accepts no larger module).
+    blob: u64,
+    /// One manifest (the host pulls no larger one).
+    manifest: u64,
+    /// Upload sessions open at once.
+    sessions: usize,
+    /// Everything held: blobs, manifests and uploads in progress.
+    total: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            blob: crate::delivery::oci::MAX_MODULE_BYTES,
+            manifest: crate::delivery::oci::MAX_MANIFEST_BYTES,
+            sessions: 64,
+            total: 2 << 30,
+        }
+    }
+}
 
 /// What the registry holds.
 #[derive(Default)]
 struct Store {
+    limits: Limits,
     /// Blobs by digest (`sha256:…`), shared by every repository.
     blobs: HashMap<String, Bytes>,
     /// Manifests by `<repository>@<digest>`: media type and bytes.
@@ -32,6 +58,20 @@ struct Store {
     /// Uploads in progress by id.
     uploads: HashMap<u64, Vec<u8>>,
     next_upload: u64,
+    /// The bytes of `blobs`, `manifests` and `uploads` together.
+    held: u64,
+}
+
+impl Store {
+    /// Whether `more` bytes fit beside what is held.
+    fn fits(&self, more: u64) -> bool {
+        self.held.saturating_add(more) <= self.limits.total
+    }
+
+    /// Counts `new` bytes held in place of `old` ones.
+    fn account(&mut self, old: u64, new: u64) {
+        self.held = self.held.saturating_sub(old).saturating_add(new);
+    }
 }
 
 type Shared = Arc<Mutex<Store>>;
@@ -53,11 +93,19 @@ pub fn serve(listener: tokio::net::TcpListener) -> std::io::Result<SocketAddr> {
 
 /// The routes of an empty registry.
 fn router() -> Router {
+    router_with(Limits::default())
+}
+
+/// The routes of an empty registry with `limits`.
+fn router_with(limits: Limits) -> Router {
+    let store = Store {
+        limits,
+        ..Store::default()
+    };
     Router::new()
         .route("/v2/", axum::routing::get(|| async { "{}" }))
         .route("/v2/{*path}", axum::routing::any(route))
-        .layer(axum::extract::DefaultBodyLimit::max(MAX_BLOB))
-        .with_state(Shared::default())
+        .with_state(Arc::new(Mutex::new(store)))
 }
 
 /// One request under `/v2/`: `<repository>/blobs/…` or `<repository>/manifests/<reference>`.
@@ -67,14 +115,11 @@ async fn route(
     Path(path): Path<String>,
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> Response {
-    if body.len() > MAX_BLOB {
-        return error(StatusCode::PAYLOAD_TOO_LARGE, "SIZE_INVALID", "too large");
-    }
     if let Some((repository, rest)) = path.split_once("/blobs/uploads") {
         let id = rest.trim_matches('/');
-        return upload(&store, &method, repository, id, query.get("digest"), &body);
+        return upload(&store, &method, repository, id, query.get("digest"), body).await;
     }
     // Blobs are shared by every repository, as a registry may.
     if let Some((_repository, digest)) = path.rsplit_once("/blobs/") {
@@ -85,23 +130,70 @@ async fn route(
         };
     }
     if let Some((repository, reference)) = path.rsplit_once("/manifests/") {
+        let body = if method == Method::PUT {
+            let limit = store.lock().limits.manifest;
+            match read_body(body, limit, "manifest").await {
+                Ok(body) => body,
+                Err(refused) => return refused,
+            }
+        } else {
+            Bytes::new()
+        };
         return manifest(&store, &method, repository, reference, &headers, body);
     }
     error(StatusCode::NOT_FOUND, "NAME_UNKNOWN", "no such route")
 }
 
+/// Reads `body` as it streams in, refusing it (413, `SIZE_INVALID`) once past `limit` bytes.
+async fn read_body(body: Body, limit: u64, what: &str) -> Result<Bytes, Response> {
+    let too_large = || {
+        error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "SIZE_INVALID",
+            &format!("the {what} is larger than {limit} bytes"),
+        )
+    };
+    let mut stream = body.into_data_stream();
+    let mut data = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|_| {
+            error(
+                StatusCode::BAD_REQUEST,
+                "BLOB_UPLOAD_INVALID",
+                "the body ended early",
+            )
+        })?;
+        if (data.len() + chunk.len()) as u64 > limit {
+            return Err(too_large());
+        }
+        data.extend_from_slice(&chunk);
+    }
+    Ok(Bytes::from(data))
+}
+
 /// `POST …/blobs/uploads/` opens an upload; `PATCH …/uploads/<id>` appends; `PUT
-/// …/uploads/<id>?digest=` appends the last bytes and stores the blob if its digest matches.
-fn upload(
+/// …/uploads/<id>?digest=` appends the last bytes and stores the blob if its digest matches;
+/// `DELETE …/uploads/<id>` cancels it.
+async fn upload(
     store: &Shared,
     method: &Method,
     repository: &str,
     id: &str,
     digest: Option<&String>,
-    body: &Bytes,
+    body: Body,
 ) -> Response {
-    let mut store = store.lock();
     if *method == Method::POST && id.is_empty() {
+        let mut store = store.lock();
+        if store.uploads.len() >= store.limits.sessions {
+            return error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "TOOMANYREQUESTS",
+                &format!(
+                    "{} uploads are open; finish or DELETE one first",
+                    store.limits.sessions
+                ),
+            );
+        }
         store.next_upload += 1;
         let id = store.next_upload;
         store.uploads.insert(id, Vec::new());
@@ -110,47 +202,89 @@ fn upload(
             &format!("/v2/{repository}/blobs/uploads/{id}"),
         );
     }
-    let Some(data) = id.parse().ok().and_then(|id| store.uploads.get_mut(&id)) else {
-        return error(
+    let unknown = || {
+        error(
             StatusCode::NOT_FOUND,
             "BLOB_UPLOAD_UNKNOWN",
             "upload unknown",
-        );
+        )
     };
-    if data.len() + body.len() > MAX_BLOB {
-        return error(StatusCode::PAYLOAD_TOO_LARGE, "SIZE_INVALID", "too large");
-    }
-    data.extend_from_slice(body);
-    match *method {
-        Method::PATCH => located(
-            StatusCode::ACCEPTED,
-            &format!("/v2/{repository}/blobs/uploads/{id}"),
-        ),
-        Method::PUT => {
-            let Some(digest) = digest else {
-                return error(StatusCode::BAD_REQUEST, "DIGEST_INVALID", "no digest");
-            };
-            let data = store
-                .uploads
-                .remove(&id.parse().unwrap_or_default())
-                .unwrap_or_default();
-            if sha256(&data) != *digest {
-                return error(StatusCode::BAD_REQUEST, "DIGEST_INVALID", "digest mismatch");
-            }
-            store.blobs.insert(digest.clone(), Bytes::from(data));
-            let mut response = located(
-                StatusCode::CREATED,
-                &format!("/v2/{repository}/blobs/{digest}"),
-            );
-            set(&mut response, "Docker-Content-Digest", digest);
-            response
+    let Ok(id) = id.parse::<u64>() else {
+        return unknown();
+    };
+    let (so_far, limits) = {
+        let store = store.lock();
+        match store.uploads.get(&id) {
+            Some(data) => (data.len() as u64, store.limits),
+            None => return unknown(),
         }
-        _ => error(
+    };
+    if *method == Method::DELETE {
+        let mut store = store.lock();
+        let removed = store
+            .uploads
+            .remove(&id)
+            .map_or(0, |data| data.len() as u64);
+        store.account(removed, 0);
+        return StatusCode::NO_CONTENT.into_response();
+    }
+    if !matches!(*method, Method::PATCH | Method::PUT) {
+        return error(
             StatusCode::METHOD_NOT_ALLOWED,
             "UNSUPPORTED",
             "method not allowed",
-        ),
+        );
     }
+    let body = match read_body(body, limits.blob.saturating_sub(so_far), "blob").await {
+        Ok(body) => body,
+        Err(refused) => return refused,
+    };
+    let mut store = store.lock();
+    if !store.fits(body.len() as u64) {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "DENIED",
+            &format!("the registry holds {} bytes at most", store.limits.total),
+        );
+    }
+    let Some(data) = store.uploads.get_mut(&id) else {
+        return unknown();
+    };
+    if (data.len() + body.len()) as u64 > limits.blob {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "SIZE_INVALID",
+            &format!("the blob is larger than {} bytes", limits.blob),
+        );
+    }
+    data.extend_from_slice(&body);
+    store.account(0, body.len() as u64);
+    if *method == Method::PATCH {
+        return located(
+            StatusCode::ACCEPTED,
+            &format!("/v2/{repository}/blobs/uploads/{id}"),
+        );
+    }
+    let Some(digest) = digest else {
+        return error(StatusCode::BAD_REQUEST, "DIGEST_INVALID", "no digest");
+    };
+    let data = store.uploads.remove(&id).unwrap_or_default();
+    if sha256(&data) != *digest {
+        store.account(data.len() as u64, 0);
+        return error(StatusCode::BAD_REQUEST, "DIGEST_INVALID", "digest mismatch");
+    }
+    // The upload's bytes now count as the blob's (or go, when the blob was held already).
+    let replaced = store
+        .blobs
+        .insert(digest.clone(), Bytes::from(data))
+        .map_or(0, |old| old.len() as u64);
+    store.account(replaced, 0);
+    let mut response = located(
+        StatusCode::CREATED,
+        &format!("/v2/{repository}/blobs/{digest}"),
+    );
+    set(&mut response, "Docker-Content-Digest", digest);
+    response
 }
 
 /// `PUT` stores a manifest under its digest (and its tag, when the reference is one); `GET`
@@ -169,14 +303,24 @@ fn manifest(
         if reference.starts_with("sha256:") && reference != digest {
             return error(StatusCode::BAD_REQUEST, "DIGEST_INVALID", "digest mismatch");
         }
+        if !store.fits(body.len() as u64) {
+            return error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "DENIED",
+                &format!("the registry holds {} bytes at most", store.limits.total),
+            );
+        }
         let media_type = headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("application/vnd.oci.image.manifest.v1+json")
             .to_owned();
-        store
+        let size = body.len() as u64;
+        let replaced = store
             .manifests
-            .insert(format!("{repository}@{digest}"), (media_type, body));
+            .insert(format!("{repository}@{digest}"), (media_type, body))
+            .map_or(0, |(_, old)| old.len() as u64);
+        store.account(replaced, size);
         if !reference.starts_with("sha256:") {
             store
                 .tags
@@ -255,162 +399,4 @@ fn sha256(bytes: &[u8]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use axum::body::{Body, to_bytes};
-    use axum::http::Request;
-    use tower::ServiceExt as _;
-
-    use super::*;
-
-    /// Sends one request; the status, the `Docker-Content-Digest` and `Location` headers and
-    /// the body.
-    async fn send(
-        router: &Router,
-        method: Method,
-        uri: &str,
-        body: &[u8],
-    ) -> (StatusCode, String, String, Bytes) {
-        let request = Request::builder()
-            .method(method)
-            .uri(uri)
-            .header(
-                header::CONTENT_TYPE,
-                "application/vnd.oci.image.manifest.v1+json",
-            )
-            .body(Body::from(body.to_vec()))
-            .expect("request");
-        let response = router.clone().oneshot(request).await.expect("infallible");
-        let header = |name: &str| {
-            response
-                .headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_owned()
-        };
-        let (digest, location) = (header("Docker-Content-Digest"), header("Location"));
-        let status = response.status();
-        let body = to_bytes(response.into_body(), 1 << 20).await.expect("body");
-        (status, digest, location, body)
-    }
-
-    #[tokio::test]
-    async fn a_blob_uploaded_in_chunks_is_kept_only_under_its_own_digest() {
-        let router = router();
-        let (status, _, location, _) =
-            send(&router, Method::POST, "/v2/examples/a/blobs/uploads/", b"").await;
-        assert_eq!(status, StatusCode::ACCEPTED);
-        let (status, _, location, _) = send(&router, Method::PATCH, &location, b"hello ").await;
-        assert_eq!(status, StatusCode::ACCEPTED);
-        let wrong = sha256(b"something else");
-        let (status, ..) = send(
-            &router,
-            Method::PUT,
-            &format!("{location}?digest={wrong}"),
-            b"world",
-        )
-        .await;
-        assert_eq!(
-            status,
-            StatusCode::BAD_REQUEST,
-            "a digest that does not match is refused"
-        );
-        let (status, ..) = send(
-            &router,
-            Method::GET,
-            &format!("/v2/examples/a/blobs/{wrong}"),
-            b"",
-        )
-        .await;
-        assert_eq!(status, StatusCode::NOT_FOUND);
-
-        let (_, _, location, _) =
-            send(&router, Method::POST, "/v2/examples/a/blobs/uploads/", b"").await;
-        let (_, _, location, _) = send(&router, Method::PATCH, &location, b"hello ").await;
-        let digest = sha256(b"hello world");
-        let (status, header, _, _) = send(
-            &router,
-            Method::PUT,
-            &format!("{location}?digest={digest}"),
-            b"world",
-        )
-        .await;
-        assert_eq!(
-            (status, header.as_str()),
-            (StatusCode::CREATED, digest.as_str())
-        );
-        let (status, header, _, body) = send(
-            &router,
-            Method::GET,
-            &format!("/v2/examples/a/blobs/{digest}"),
-            b"",
-        )
-        .await;
-        assert_eq!((status, header.as_str()), (StatusCode::OK, digest.as_str()));
-        assert_eq!(&body[..], b"hello world");
-    }
-
-    #[tokio::test]
-    async fn a_manifest_pushed_to_a_tag_is_served_by_tag_and_by_digest() {
-        let router = router();
-        let manifest = br#"{"schemaVersion":2}"#;
-        let digest = sha256(manifest);
-        let (status, header, ..) = send(
-            &router,
-            Method::PUT,
-            "/v2/examples/a/manifests/dev",
-            manifest,
-        )
-        .await;
-        assert_eq!(
-            (status, header.as_str()),
-            (StatusCode::CREATED, digest.as_str())
-        );
-        for reference in ["dev", digest.as_str()] {
-            let uri = format!("/v2/examples/a/manifests/{reference}");
-            let (status, header, _, body) = send(&router, Method::GET, &uri, b"").await;
-            assert_eq!(
-                (status, header.as_str()),
-                (StatusCode::OK, digest.as_str()),
-                "{reference}"
-            );
-            assert_eq!(&body[..], manifest);
-            let (status, header, _, body) = send(&router, Method::HEAD, &uri, b"").await;
-            assert_eq!(
-                (status, header.as_str()),
-                (StatusCode::OK, digest.as_str()),
-                "{reference}"
-            );
-            assert!(body.is_empty(), "HEAD has no body");
-        }
-        let (status, ..) = send(&router, Method::GET, "/v2/examples/b/manifests/dev", b"").await;
-        assert_eq!(status, StatusCode::NOT_FOUND, "tags are per repository");
-        let wrong = sha256(b"other");
-        let (status, ..) = send(
-            &router,
-            Method::PUT,
-            &format!("/v2/examples/a/manifests/{wrong}"),
-            manifest,
-        )
-        .await;
-        assert_eq!(
-            status,
-            StatusCode::BAD_REQUEST,
-            "a manifest pushed to another digest"
-        );
-    }
-
-    #[tokio::test]
-    async fn an_upload_that_was_never_opened_is_unknown() {
-        let router = router();
-        let (status, _, _, body) = send(
-            &router,
-            Method::PATCH,
-            "/v2/examples/a/blobs/uploads/7",
-            b"x",
-        )
-        .await;
-        assert_eq!(status, StatusCode::NOT_FOUND);
-        assert!(String::from_utf8_lossy(&body).contains("BLOB_UPLOAD_UNKNOWN"));
-    }
-}
+mod tests;
