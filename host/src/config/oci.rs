@@ -15,7 +15,9 @@ pub struct OciSettings {
     /// PEM files of CA certificates trusted besides the system's, for registries with private
     /// certificates.
     pub ca_files: Vec<PathBuf>,
-    /// A docker `config.json` holding credentials per registry (`auths`); `None`: anonymous.
+    /// A docker `config.json` holding credentials per registry (`auths`: `auth`,
+    /// `username`/`password` or `registrytoken`; one with an `identitytoken`, an OAuth2 refresh
+    /// token, is refused); `None`: anonymous.
     pub docker_config: Option<PathBuf>,
     /// Where pulled modules are kept; `None`: `oci` beside the compiled-module cache
     /// (`$XDG_CACHE_HOME/reconcile-host/oci` or `~/.cache/reconcile-host/oci`).

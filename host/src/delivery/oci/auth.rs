@@ -1,5 +1,7 @@
 //! Registry credentials from a docker `config.json`: `auths.<host>.auth` (base64 of
-//! `user:password`), `username`/`password`, or `identitytoken`/`registrytoken` (a bearer token).
+//! `user:password`), `username`/`password`, or `registrytoken` (a bearer token, sent as is).
+//! An `identitytoken` is an OAuth2 refresh token, which the host does not exchange: a config
+//! with one is refused when it is read, never sent as a bearer token.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -66,7 +68,8 @@ impl Credentials {
     /// Parses a docker config's JSON text.
     ///
     /// # Errors
-    /// A message naming the host whose entry is malformed (never the secret).
+    /// A message naming the host whose entry is malformed or holds an `identitytoken` (never
+    /// the secret).
     pub fn parse(text: &[u8]) -> Result<Self, String> {
         let config: DockerConfig =
             serde_json::from_slice(text).map_err(|error| format!("not valid JSON: {error}"))?;
@@ -92,7 +95,20 @@ impl Credentials {
 }
 
 fn entry_auth(entry: AuthEntry) -> Result<Option<RegistryAuth>, String> {
-    if let Some(token) = entry.identitytoken.or(entry.registrytoken)
+    if entry
+        .identitytoken
+        .as_ref()
+        .is_some_and(|token| !token.is_empty())
+    {
+        return Err(
+            "`identitytoken` is an OAuth2 refresh token, which the host does not \
+                    exchange for an access token (nor sends as one); give `username` and \
+                    `password` instead (for Azure Container Registry: the token as `password` \
+                    with `username` `00000000-0000-0000-0000-000000000000`)"
+                .to_owned(),
+        );
+    }
+    if let Some(token) = entry.registrytoken
         && !token.is_empty()
     {
         return Ok(Some(RegistryAuth::Bearer(token)));
@@ -142,7 +158,7 @@ mod tests {
         let config = br#"{"auths": {
             "https://a.example:5000/v1/": {"auth": "dXNlcjpwYTpzcw=="},
             "b.example": {"username": "u", "password": "p"},
-            "c.example": {"identitytoken": "tok"},
+            "c.example": {"registrytoken": "tok"},
             "d.example": {}
         }}"#;
         let credentials = Credentials::parse(config).unwrap();
@@ -163,6 +179,20 @@ mod tests {
             RegistryAuth::Anonymous
         );
         assert!(!format!("{credentials:?}").contains("pa:ss"));
+    }
+
+    #[test]
+    fn an_identity_token_is_refused_naming_the_entry_and_the_fix() {
+        let error =
+            Credentials::parse(br#"{"auths": {"r.example": {"identitytoken": "refresh-secret"}}}"#)
+                .unwrap_err();
+        assert!(error.contains("`auths.r.example`"), "{error}");
+        assert!(error.contains("`username` and `password`"), "{error}");
+        assert!(
+            error.contains("00000000-0000-0000-0000-000000000000"),
+            "{error}"
+        );
+        assert!(!error.contains("refresh-secret"), "{error}");
     }
 
     #[test]

@@ -67,8 +67,8 @@ pub enum OciError {
     #[error(
         "registry {registry} refused {reference} without valid credentials; add an entry for \
          `{registry}` to the docker config.json named by `oci.dockerConfig` (or \
-         --docker-config): `auths.\"{registry}\".auth` (base64 of user:password), \
-         username/password, or identitytoken"
+         --docker-config): `auths.\"{registry}\".auth` (base64 of user:password), or \
+         username/password"
     )]
     Unauthorized {
         /// `host[:port]`.
@@ -147,6 +147,38 @@ pub enum OciError {
         size: u64,
         /// [`MAX_MODULE_BYTES`](super::MAX_MODULE_BYTES).
         limit: u64,
+    },
+    /// The manifest is larger than the host accepts.
+    #[error(
+        "the manifest of {reference} in registry {registry} is {size} bytes or more, more than \
+         the {limit} the host accepts: refused; a wasm component's manifest is a few hundred \
+         bytes, so check the reference"
+    )]
+    ManifestTooLarge {
+        /// `host[:port]`.
+        registry: String,
+        /// The reference.
+        reference: String,
+        /// Its size (announced, or counted so far).
+        size: u64,
+        /// [`MAX_MANIFEST_BYTES`](super::fetch::MAX_MANIFEST_BYTES).
+        limit: u64,
+    },
+    /// The registry redirected a GET where the host does not follow.
+    #[error(
+        "registry {registry} redirected the {what} of {reference} where the host does not \
+         follow ({problem}); serve it from the registry's own origin over HTTPS, with at most \
+         5 redirects"
+    )]
+    Redirect {
+        /// `host[:port]`.
+        registry: String,
+        /// The reference.
+        reference: String,
+        /// `manifest` or `layer`.
+        what: &'static str,
+        /// Which redirect, and why it is refused.
+        problem: String,
     },
     /// The module cache directory cannot be used.
     #[error(
@@ -229,10 +261,11 @@ impl OciError {
                 reference,
                 detail: format!("401 from {url}"),
             },
-            OciDistributionError::AuthenticationFailure(detail) => Self::Unauthorized {
+            // Its text is the token service's answer: outside input, not repeated.
+            OciDistributionError::AuthenticationFailure(_) => Self::Unauthorized {
                 registry,
                 reference,
-                detail,
+                detail: "the token service refused the credentials".to_owned(),
             },
             OciDistributionError::ImageManifestNotFoundError(detail) => Self::NotFound {
                 registry,
@@ -315,6 +348,47 @@ impl OciError {
     }
 }
 
+impl OciError {
+    /// Sorts a registry's error answer to a GET, known by its HTTP `status` and its OCI error
+    /// `codes` only (its text is never kept), into one of the variants above.
+    pub(super) fn from_answer(
+        registry: &str,
+        reference: &str,
+        status: u16,
+        codes: &[String],
+        detail: String,
+    ) -> Self {
+        let registry = registry.to_owned();
+        let reference = reference.to_owned();
+        let has = |names: &[&str]| codes.iter().any(|code| names.contains(&code.as_str()));
+        if has(&["UNAUTHORIZED", "DENIED"]) || matches!(status, 401 | 403) {
+            Self::Unauthorized {
+                registry,
+                reference,
+                detail,
+            }
+        } else if has(&["MANIFEST_UNKNOWN", "BLOB_UNKNOWN", "NAME_UNKNOWN"]) || status == 404 {
+            Self::NotFound {
+                registry,
+                reference,
+                detail,
+            }
+        } else if has(&["TOOMANYREQUESTS"]) || matches!(status, 429 | 500..=599) {
+            Self::Unavailable {
+                registry,
+                reference,
+                detail,
+            }
+        } else {
+            Self::Refused {
+                registry,
+                reference,
+                detail,
+            }
+        }
+    }
+}
+
 /// The digests of a verification failure a blob stream reports as an I/O error, or the error.
 fn verification(error: std::io::Error) -> Result<(String, String), std::io::Error> {
     if !error
@@ -337,8 +411,8 @@ fn verification(error: std::io::Error) -> Result<(String, String), std::io::Erro
     }
 }
 
-/// A transport failure: TLS when a TLS error is in the chain, else unreachable.
-fn transport(
+/// A transport failure: TLS when a `rustls::Error` is in the chain, else unreachable.
+pub(super) fn transport(
     registry: String,
     reference: String,
     error: impl std::error::Error + Send + Sync + 'static,
@@ -358,8 +432,9 @@ fn transport(
     }
 }
 
-/// Whether a rustls error, or a certificate or handshake failure, is in `error`'s chain
-/// (looking inside `std::io::Error`s, whose `source` skips the error they wrap).
+/// Whether a `rustls::Error` is in `error`'s chain (looking inside `std::io::Error`s, whose
+/// `source` skips the error they wrap). The chain's text is not consulted: a registry or a
+/// proxy can put any words there.
 fn is_tls(error: &(dyn std::error::Error + 'static)) -> bool {
     let mut next = Some(error);
     while let Some(error) = next {
@@ -370,10 +445,6 @@ fn is_tls(error: &(dyn std::error::Error + 'static)) -> bool {
             && let Some(inner) = io.get_ref()
             && is_tls(inner)
         {
-            return true;
-        }
-        let text = error.to_string().to_ascii_lowercase();
-        if text.contains("certificate") || text.contains("handshake") || text.contains("tls") {
             return true;
         }
         next = error.source();
@@ -410,6 +481,15 @@ mod tests {
             error.to_string().contains("oci.insecureRegistries"),
             "{error}"
         );
+    }
+
+    /// A proxy or registry can write any words into an error: only a `rustls::Error` in the
+    /// chain makes a failure a TLS one.
+    #[test]
+    fn tls_failures_are_known_by_a_rustls_error_not_by_their_words() {
+        let words = std::io::Error::other("TLS handshake failed: unknown certificate");
+        let error = transport("r:5000".into(), "r:5000/x:1".into(), words);
+        assert!(matches!(error, OciError::Unreachable { .. }), "{error}");
     }
 
     #[test]

@@ -3,14 +3,20 @@
 //!
 //! # Flow
 //! [`Registry::pull`] parses the reference; when it (or the pin) names a digest already pulled,
-//! the module is read from [`ModuleStore`] with no request. Otherwise it fetches the manifest
-//! (checking its digest when one was asked for), accepts one wasm layer, streams it into a
-//! temporary file while hashing and counting, and renames it to `<layer sha256>.wasm`.
+//! the module is read from [`ModuleStore`] with no request (hashed again on its first use in the
+//! process). Otherwise oci-client exchanges the credentials for a token when the registry asks
+//! for one, and the pull's own GETs (`fetch.rs`) fetch the manifest (checking its digest when one
+//! was asked for), accept one wasm layer, stream it into a temporary file while hashing and
+//! counting, and rename it to `<layer sha256>.wasm`.
 //!
 //! # Guarantees
 //! - The bytes at [`Pulled::path`] hash to [`Pulled::layer_digest`], which the manifest names;
 //!   the manifest hashes to the digest asked for. A mismatch is refused, naming both digests.
-//! - A module is at most [`MAX_MODULE_BYTES`]; paths on disk come from verified digests only.
+//! - A module is at most [`MAX_MODULE_BYTES`], a manifest at most [`MAX_MANIFEST_BYTES`], both
+//!   bounded while they stream in; paths on disk come from verified digests only.
+//! - A registry's error text is never repeated: errors name its HTTP status and OCI error
+//!   codes. A manifest is fetched from the registry's origin only; a layer may be redirected
+//!   to another host, which gets no credentials.
 //! - Plain HTTP only for `oci.insecureRegistries`; credentials are never logged.
 //!
 //! # Errors
@@ -20,30 +26,33 @@
 mod auth;
 mod cache;
 mod error;
+mod fetch;
+#[cfg(test)]
+mod hostile;
+mod layout;
 pub mod push;
 
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use futures::StreamExt as _;
+use base64::Engine as _;
 use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
-use oci_client::manifest::{
-    IMAGE_MANIFEST_MEDIA_TYPE, OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest,
-    WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE,
-};
-use oci_client::{Client, Reference};
+use oci_client::manifest::{IMAGE_MANIFEST_MEDIA_TYPE, OCI_IMAGE_MEDIA_TYPE, OciDescriptor};
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference, RegistryOperation};
 use sha2::{Digest as _, Sha256};
 
 use crate::config::OciSettings;
 pub use auth::Credentials;
 pub use cache::ModuleStore;
 pub use error::OciError;
+use fetch::Fetch;
+pub use fetch::MAX_MANIFEST_BYTES;
+use layout::wasm_layer;
 
 /// The largest module the host accepts from a registry (the Python components are 18 MB).
 pub const MAX_MODULE_BYTES: u64 = crate::bounded_read::MAX_MODULE_BYTES;
-/// The largest manifest accepted.
-const MAX_MANIFEST_BYTES: usize = 4 << 20;
 /// The CNCF wasm artifact's config media type.
 pub const CNCF_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
 /// The CNCF wasm artifact's layer media type.
@@ -72,6 +81,8 @@ pub struct Registry {
     /// Built at the first request: loading the system's CA roots takes a while, and a pull
     /// from the disk cache needs no client.
     client: tokio::sync::OnceCell<Client>,
+    /// The client of pulls' own GETs ([`Fetch`]), built on first use.
+    http: tokio::sync::OnceCell<reqwest::Client>,
     insecure: Vec<String>,
     certificates: Vec<Certificate>,
     credentials: Credentials,
@@ -117,6 +128,7 @@ impl Registry {
         }
         Ok(Self {
             client: tokio::sync::OnceCell::new(),
+            http: tokio::sync::OnceCell::new(),
             insecure: settings.insecure_registries.clone(),
             certificates: extra_root_certificates,
             credentials,
@@ -182,29 +194,17 @@ impl Registry {
             None => parsed.clone(),
         };
         if let Some(digest) = &wanted
-            && let Some(hit) = self.cached(digest)
+            && let Some(hit) = self.cached(digest).await
         {
             return Ok(hit);
         }
-        let auth = self.credentials.for_registry(&registry);
-        let failed = |what, error| OciError::from_client(&registry, reference, what, error);
-        let (body, _) = self
-            .client()
-            .await?
-            .pull_manifest_raw(
-                &target,
-                &auth,
-                &[OCI_IMAGE_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE],
+        let fetch = self.fetch(&target, &registry, reference).await?;
+        let body = fetch
+            .manifest(
+                self.url(&target, "manifests")?,
+                &format!("{OCI_IMAGE_MEDIA_TYPE}, {IMAGE_MANIFEST_MEDIA_TYPE}"),
             )
-            .await
-            .map_err(|error| failed("manifest", error))?;
-        if body.len() > MAX_MANIFEST_BYTES {
-            return Err(OciError::NotAComponent {
-                registry,
-                reference: reference.to_owned(),
-                problem: format!("its manifest is {} bytes", body.len()),
-            });
-        }
+            .await?;
         let digest = format!("sha256:{}", cache::hex_encode(Sha256::digest(&body)));
         if let Some(expected) = &wanted
             && *expected != digest
@@ -243,10 +243,9 @@ impl Registry {
         }
         let manifest_hex = digest_hex(&digest).unwrap_or_default().to_owned();
         let cache_error = |path: PathBuf| move |source| OciError::Cache { path, source };
-        let from_cache = self.store.has_module(&layer_hex);
+        let from_cache = self.store.has_module(&layer_hex).await;
         if !from_cache {
-            self.download(&target, &layer, &layer_hex, &registry, reference)
-                .await?;
+            self.download(&fetch, &target, &layer, &layer_hex).await?;
         }
         self.store
             .record_manifest(&manifest_hex, &layer.digest)
@@ -260,10 +259,10 @@ impl Registry {
     }
 
     /// The module of manifest `digest` from disk, if it was pulled before and is intact.
-    fn cached(&self, digest: &str) -> Option<Pulled> {
+    async fn cached(&self, digest: &str) -> Option<Pulled> {
         let layer = self.store.layer_of(digest_hex(digest)?)?;
         let layer_hex = digest_hex(&layer)?;
-        self.store.has_module(layer_hex).then(|| Pulled {
+        self.store.has_module(layer_hex).await.then(|| Pulled {
             digest: digest.to_owned(),
             path: self.store.module_path(layer_hex),
             layer_digest: layer.clone(),
@@ -271,35 +270,129 @@ impl Registry {
         })
     }
 
+    /// The GETs of one pull of `target`, with the credentials for its registry: oci-client
+    /// exchanges them for a token when the registry asks for one.
+    async fn fetch<'a>(
+        &'a self,
+        target: &Reference,
+        registry: &'a str,
+        reference: &'a str,
+    ) -> Result<Fetch<'a>, OciError> {
+        let auth = self.credentials.for_registry(registry);
+        let token = self
+            .client()
+            .await?
+            .auth(target, &auth, RegistryOperation::Pull)
+            .await
+            .map_err(|error| OciError::from_client(registry, reference, "manifest", error))?;
+        let authorization = match (token, &auth) {
+            (Some(token), _) => Some(format!("Bearer {token}")),
+            (None, RegistryAuth::Basic(user, password)) => Some(format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+            )),
+            (None, _) => None,
+        };
+        let authorization = match authorization {
+            Some(value) => {
+                let mut value =
+                    http::HeaderValue::from_str(&value).map_err(|_| OciError::Unauthorized {
+                        registry: registry.to_owned(),
+                        reference: reference.to_owned(),
+                        detail: "the credentials are not a valid HTTP header value".to_owned(),
+                    })?;
+                value.set_sensitive(true);
+                Some(value)
+            }
+            None => None,
+        };
+        Ok(Fetch {
+            http: self.http().await?,
+            registry,
+            reference,
+            authorization,
+        })
+    }
+
+    /// The HTTP client of pulls' own GETs, built on first use: redirects are followed by
+    /// [`Fetch`], not by the client.
+    async fn http(&self) -> Result<&reqwest::Client, OciError> {
+        self.http
+            .get_or_try_init(|| async {
+                let mut builder = reqwest::Client::builder()
+                    .redirect(reqwest::redirect::Policy::none())
+                    .connect_timeout(CONNECT_TIMEOUT)
+                    .read_timeout(READ_TIMEOUT)
+                    .user_agent(concat!("reconcile-host/", env!("CARGO_PKG_VERSION")));
+                let mut roots = Vec::new();
+                for certificate in &self.certificates {
+                    roots.push(
+                        reqwest::Certificate::from_pem(&certificate.data)
+                            .map_err(|error| OciError::Client(error.into()))?,
+                    );
+                }
+                builder = builder.tls_certs_merge(roots);
+                builder
+                    .build()
+                    .map_err(|error| OciError::Client(error.into()))
+            })
+            .await
+    }
+
+    /// `<scheme>://<registry>/v2/<repository>/<kind>/<digest or tag>`: HTTPS unless the
+    /// registry is listed in `oci.insecureRegistries`.
+    fn url(&self, target: &Reference, kind: &str) -> Result<reqwest::Url, OciError> {
+        let object = target
+            .digest()
+            .or(target.tag())
+            .unwrap_or("latest")
+            .to_owned();
+        self.url_of(target, kind, &object)
+    }
+
+    fn url_of(
+        &self,
+        target: &Reference,
+        kind: &str,
+        object: &str,
+    ) -> Result<reqwest::Url, OciError> {
+        let registry = target.resolve_registry();
+        let scheme = if self.insecure.iter().any(|host| host == registry) {
+            "http"
+        } else {
+            "https"
+        };
+        let text = format!(
+            "{scheme}://{registry}/v2/{}/{kind}/{object}",
+            target.repository()
+        );
+        reqwest::Url::parse(&text).map_err(|error| OciError::InvalidReference {
+            reference: short_str(&target.whole()),
+            problem: format!("it gives no usable URL: {error}"),
+        })
+    }
+
     /// Streams the layer into a temporary file, hashing and counting, then renames it to its
     /// digest's name once verified.
     async fn download(
         &self,
+        fetch: &Fetch<'_>,
         target: &Reference,
         layer: &OciDescriptor,
         layer_hex: &str,
-        registry: &str,
-        reference: &str,
     ) -> Result<(), OciError> {
         use std::io::Write as _;
+        let (registry, reference) = (fetch.registry, fetch.reference);
         let cache_error = |source| OciError::Cache {
             path: self.store.dir().to_owned(),
             source,
         };
-        let failed = |error| OciError::from_client(registry, reference, "layer", error);
         // The layer is fetched from the registry only: a descriptor's `urls` (foreign layers)
         // would send the host to any address the manifest names.
-        let layer = &OciDescriptor {
-            urls: None,
-            ..layer.clone()
-        };
-        let mut stream = self
-            .client()
-            .await?
-            .pull_blob_stream(target, layer)
-            .await
-            .map_err(failed)?;
-        if let Some(length) = stream.content_length
+        let mut response = fetch
+            .layer(self.url_of(target, "blobs", &layer.digest)?)
+            .await?;
+        if let Some(length) = response.content_length()
             && length > MAX_MODULE_BYTES
         {
             return Err(OciError::TooLarge {
@@ -314,8 +407,11 @@ impl Registry {
         let mut hasher = Sha256::new();
         let mut size = 0u64;
         let result: Result<(), OciError> = async {
-            while let Some(chunk) = stream.stream.next().await {
-                let chunk = chunk.map_err(|error| failed(error.into()))?;
+            while let Some(chunk) = response
+                .chunk()
+                .await
+                .map_err(|error| fetch.transport(error))?
+            {
                 size += chunk.len() as u64;
                 if size > MAX_MODULE_BYTES {
                     return Err(OciError::TooLarge {
@@ -342,7 +438,9 @@ impl Registry {
                 .into_inner()
                 .map_err(|error| cache_error(error.into_error()))?;
             file.sync_all().map_err(cache_error)?;
-            std::fs::rename(&temp, self.store.module_path(layer_hex)).map_err(cache_error)
+            std::fs::rename(&temp, self.store.module_path(layer_hex)).map_err(cache_error)?;
+            self.store.remember(layer_hex);
+            Ok(())
         }
         .await;
         if result.is_err() {
@@ -379,50 +477,6 @@ pub fn digest_hex(digest: &str) -> Option<&str> {
     (hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))).then_some(hex)
 }
 
-/// The one wasm layer of a manifest in the CNCF layout or the older wasm-to-oci layout.
-fn wasm_layer(body: &[u8]) -> Result<OciDescriptor, String> {
-    let manifest: OciImageManifest = serde_json::from_slice(body)
-        .map_err(|error| format!("its manifest does not parse: {error}"))?;
-    let config = manifest.config.media_type.as_str();
-    let layers: Vec<&OciDescriptor> = manifest
-        .layers
-        .iter()
-        .filter(|layer| {
-            matches!(
-                layer.media_type.as_str(),
-                CNCF_LAYER_MEDIA_TYPE | WASM_LAYER_MEDIA_TYPE
-            )
-        })
-        .collect();
-    match layers.as_slice() {
-        [layer] => Ok((*layer).clone()),
-        [] => Err(format!(
-            "config `{}`, layers {:?}: no `{CNCF_LAYER_MEDIA_TYPE}` or `{WASM_LAYER_MEDIA_TYPE}` \
-             layer",
-            short_str(config),
-            manifest
-                .layers
-                .iter()
-                .map(|layer| short_str(&layer.media_type))
-                .collect::<Vec<_>>()
-        )),
-        more => Err(format!("{} wasm layers, not one", more.len())),
-    }
-    .and_then(|layer| {
-        let known = [
-            CNCF_CONFIG_MEDIA_TYPE,
-            WASM_CONFIG_MEDIA_TYPE,
-            "application/vnd.oci.image.config.v1+json",
-            "application/vnd.oci.empty.v1+json",
-        ];
-        if known.contains(&config) {
-            Ok(layer)
-        } else {
-            Err(format!("config media type `{}`", short_str(config)))
-        }
-    })
-}
-
 fn short_str(text: &str) -> String {
     let shown: String = text.chars().take(120).collect();
     if shown.len() < text.len() {
@@ -435,28 +489,6 @@ fn short_str(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn manifest(config: &str, layer: &str) -> Vec<u8> {
-        serde_json::to_vec(&serde_json::json!({
-            "schemaVersion": 2,
-            "mediaType": OCI_IMAGE_MEDIA_TYPE,
-            "config": {"mediaType": config, "digest": format!("sha256:{}", "c".repeat(64)), "size": 2},
-            "layers": [{"mediaType": layer, "digest": format!("sha256:{}", "d".repeat(64)), "size": 8}],
-        }))
-        .unwrap()
-    }
-
-    #[test]
-    fn the_cncf_layout_and_the_older_wasm_layer_are_accepted() {
-        assert!(wasm_layer(&manifest(CNCF_CONFIG_MEDIA_TYPE, CNCF_LAYER_MEDIA_TYPE)).is_ok());
-        assert!(wasm_layer(&manifest(WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE)).is_ok());
-        let error = wasm_layer(&manifest(
-            "application/vnd.oci.image.config.v1+json",
-            "application/vnd.oci.image.layer.v1.tar+gzip",
-        ))
-        .unwrap_err();
-        assert!(error.contains("no `application/wasm`"), "{error}");
-    }
 
     #[test]
     fn digests_are_sha256_with_64_lowercase_hex_digits() {
