@@ -1,4 +1,4 @@
-//! What the host reports in a `ReconcilerPlugin`'s status: the generation and module it serves,
+//! What the host reports in a `ReconcilerPlugin`'s status: the generation and modules it serves,
 //! conditions in the Kubernetes convention, and the replicas serving it.
 
 use schemars::JsonSchema;
@@ -15,6 +15,14 @@ pub struct ReconcilerPluginStatus {
     /// digest for a ConfigMap.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resolved_digest: Option<String>,
+    /// The shadow's manifest digest: what its `oci` reference resolved to, pinned until the
+    /// spec changes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shadow_digest: Option<String>,
+    /// The canary's manifest digest: what its `oci` reference resolved to, pinned until the
+    /// spec changes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub canary_digest: Option<String>,
     /// `Fetched`, `Compiled`, `GrantsValid`, `Ready` and `Degraded`, with reasons and messages.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<PluginCondition>,

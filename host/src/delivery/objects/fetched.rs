@@ -1,14 +1,19 @@
-//! What fetching one `ReconcilerPlugin` object's module gives: the module with its digests and
-//! manifest, or why it could not be had, with the fix in the message and a reason for status.
+//! What fetching one `ReconcilerPlugin` object's module gives: the files to write and the
+//! module with its digests and manifest, or why it could not be had, with the fix in the
+//! message and a reason for status.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::delivery::oci::OciError;
 
-/// The longest one object's module may take to fetch (a registry that trickles bytes would
-/// otherwise hold every other object's changes and status).
+/// The longest one object's fetch may take (a registry that trickles bytes would otherwise hold
+/// one of its source's fetch slots for ever).
 pub(super) const FETCH_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long a first fetch of a generation runs before status calls its source slow.
+pub(super) const SLOW_AFTER: Duration = Duration::from_secs(10);
 
 /// Why an object's module could not be fetched.
 #[derive(Debug, thiserror::Error)]
@@ -60,6 +65,15 @@ pub(super) enum FetchError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(
+        "the cached module {path} does not hash to {expected} (it hashes to {actual}); it was \
+         removed and is pulled again at the next refetch"
+    )]
+    CacheCorrupt {
+        path: PathBuf,
+        expected: String,
+        actual: String,
+    },
 }
 
 impl FetchError {
@@ -74,12 +88,16 @@ impl FetchError {
             Self::NoSource => "NoModuleSource",
             Self::TimedOut => "FetchTimedOut",
             Self::Write { .. } => "WriteFailed",
+            Self::CacheCorrupt { .. } => "CachedModuleCorrupt",
         }
     }
 }
 
 /// What fetching one object gave.
 pub(super) struct Fetched {
+    /// The object's `metadata.uid` when the fetch started (a deleted and re-created object is
+    /// another object).
+    pub(super) uid: Option<String>,
     pub(super) generation: Option<i64>,
     pub(super) result: Result<Module, FetchError>,
 }
@@ -94,4 +112,40 @@ pub(super) struct Module {
     pub(super) content: String,
     /// The manifest file written for the spec, as the supervisor reports what serves.
     pub(super) manifest: String,
+    /// The manifest digest the shadow's `oci` reference resolved to.
+    pub(super) shadow: Option<String>,
+    /// The manifest digest the canary's `oci` reference resolved to.
+    pub(super) canary: Option<String>,
+    /// The layer digest (hex) of each manifest digest pulled for this answer, so that a refetch
+    /// of a pinned digest needs neither a request nor a read of the cache.
+    pub(super) layers: BTreeMap<String, String>,
+    /// Every module came from a registry, by a digest named or pinned: fetching again would
+    /// give the same.
+    pub(super) pinned: bool,
+}
+
+/// Where one file's bytes are.
+pub(super) enum Bytes {
+    /// Read from a ConfigMap.
+    Memory(Vec<u8>),
+    /// A module in the registry's disk cache, to be verified as it is copied.
+    Cached(PathBuf),
+}
+
+/// One module file of a plugin's directory.
+pub(super) struct ModuleFile {
+    /// `module.wasm`, `shadow.wasm` or `canary.wasm`.
+    pub(super) file: &'static str,
+    /// The sha256 (hex) its bytes must have.
+    pub(super) sha256: String,
+    pub(super) bytes: Bytes,
+}
+
+/// What a fetch prepared: the files to write, in order, and what status reports.
+pub(super) struct Prepared {
+    /// The module, then a shadow's and a canary's.
+    pub(super) files: Vec<ModuleFile>,
+    /// The module's digests and the manifest text (`plugin.yaml`, written after the modules
+    /// it names).
+    pub(super) module: Module,
 }
