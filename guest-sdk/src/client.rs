@@ -273,7 +273,11 @@ mod tests {
             patch,
             json!({"data": {"k": "w"}, "metadata": {"resourceVersion": "7"}})
         );
-        for mut refused in [json!([{"op": "add"}]), json!("text"), json!({"metadata": 3})] {
+        for mut refused in [
+            json!([{"op": "add"}]),
+            json!("text"),
+            json!({"metadata": 3}),
+        ] {
             assert!(at_version(&mut refused, "7").is_err(), "{refused}");
         }
         assert!(at_version(&mut json!({}), "").is_err(), "an empty version");

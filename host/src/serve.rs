@@ -198,7 +198,12 @@ async fn host(
         }
     };
     if let (Some(objects), Some(plugins)) = (objects, &plugins) {
-        tokio::spawn(objects.run(plugins.clone(), runtime.leading(), shutdown.clone()));
+        tokio::spawn(objects.run(
+            plugins.clone(),
+            runtime.leading(),
+            Some(runtime.registry().store_epoch()),
+            shutdown.clone(),
+        ));
     }
     if let Some(plugins) = &plugins {
         let idle = config.modules.unload_idle_after;

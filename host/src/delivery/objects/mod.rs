@@ -110,16 +110,19 @@ impl PluginObjects {
 
     /// Follows the objects until `stop`: starts their fetches (each a task of its own), writes
     /// the files the fetches prepared, removes those of deleted objects, and (while `leading`)
-    /// writes their status.
+    /// writes their status. When `epoch` (the store epoch, see
+    /// [`crate::informer::cluster_state`]) goes up, the objects are listed again.
     pub async fn run(
         self,
         plugins: Arc<Plugins>,
         leading: watch::Receiver<bool>,
+        epoch: Option<watch::Receiver<u64>>,
         stop: CancellationToken,
     ) {
         let api: Api<ReconcilerPlugin> = Api::all(self.client.clone());
-        let mut events =
-            std::pin::pin!(watcher(api.clone(), watcher::Config::default()).default_backoff());
+        let follow = || watcher(api.clone(), watcher::Config::default()).default_backoff();
+        let mut events = std::pin::pin!(follow());
+        let mut epoch = epoch;
         let mut listing: Option<BTreeMap<String, ReconcilerPlugin>> = None;
         let mut known = Known::new(&self.dir);
         let mut status_tick = tokio::time::interval(STATUS_PERIOD);
@@ -148,6 +151,12 @@ impl PluginObjects {
                 },
                 Some(joined) = known.tasks.join_next_with_id() => {
                     known.answer(joined, plugins.metrics()).await;
+                }
+                () = crate::informer::cluster_state::changed(&mut epoch) => {
+                    tracing::warn!("the API server's store was replaced; listing the \
+                        ReconcilerPlugin objects again");
+                    listing = None;
+                    events.set(follow());
                 }
                 _ = refetch_tick.tick() => known.refetch(&self.fetcher),
                 _ = status_tick.tick() => {
