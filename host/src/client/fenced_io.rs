@@ -155,7 +155,10 @@ mod tests {
             .expect("request");
         let answer = sender.send_request(request);
         fence.close();
-        let error = answer.await.expect_err("refused");
+        let error = tokio::time::timeout(Duration::from_secs(60), answer)
+            .await
+            .expect("the request is refused, not sent and left waiting for an answer")
+            .expect_err("refused");
         let driven = driver.await.expect("driver");
         let message = match driven {
             Ok(()) => crate::error_chain(&error),
