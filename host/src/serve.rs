@@ -78,13 +78,6 @@ async fn host(
         .burst(config.client.burst);
     let client =
         client::client(kube_config.clone(), &limits).context("cannot build the API client")?;
-    // Lease renewals go through a client of their own: no informer or plugin request can make
-    // them wait.
-    let election_client = client::client(
-        kube_config.clone(),
-        &election_limits(config.leader_election.retry_period),
-    )
-    .context("cannot build the leader election's API client")?;
     // Where the host's own Leases live: no plugin grant may reach them.
     let host_leases = (config.leader_election.enabled).then(|| lease_namespace.clone());
     let election = config.leader_election.enabled.then(|| ElectionSettings {
@@ -155,7 +148,12 @@ async fn host(
         },
         telemetry,
     );
-    runtime.use_election_client(election_client);
+    // Lease renewals go through a client of their own, built on the Lease thread: no informer
+    // or plugin request, and no busy worker, can make them wait.
+    runtime.use_election_config(
+        kube_config.clone(),
+        election_limits(config.leader_election.retry_period),
+    );
     if let Some(gate) = &startup {
         gate.set_not_ready("loading the plugins");
     }

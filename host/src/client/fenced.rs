@@ -1,6 +1,7 @@
-//! The innermost layer of a plugin's client: a write is sent only while the replica's
-//! [`Fence`] is open, checked right before each attempt (after its rate-limit wait and before
-//! each retry), so a replica whose lease lapsed — frozen, stalled, cut off — sends no write.
+//! The fence layer of a plugin's client: a write is sent only while the replica's [`Fence`]
+//! is open, checked right before each attempt (after its rate-limit wait and before each
+//! retry), so a replica whose lease lapsed — frozen, stalled, cut off — sends no write. Below
+//! it, the write pool (`split`) checks the fence again on every write to the socket.
 
 use std::task::{Context, Poll};
 
@@ -18,6 +19,12 @@ use crate::election::Fence;
      back to the queue and is reconciled by the replica that holds the lease)"
 )]
 pub struct Fenced;
+
+/// Whether a request writes: every method but GET, HEAD and OPTIONS.
+#[must_use]
+pub fn is_write(method: &Method) -> bool {
+    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
 
 /// Refuses writes (every method but GET, HEAD and OPTIONS) while the fence is closed.
 #[derive(Clone, Debug)]
@@ -67,11 +74,7 @@ where
     }
 
     fn call(&mut self, request: Request<Body>) -> Self::Future {
-        let read = matches!(
-            *request.method(),
-            Method::GET | Method::HEAD | Method::OPTIONS
-        );
-        if !read && !self.fence.is_open() {
+        if is_write(request.method()) && !self.fence.is_open() {
             self.fence.refuse_write();
             return Box::pin(std::future::ready(Err(BoxError::from(Fenced))));
         }

@@ -11,6 +11,11 @@
 //! 3. [`RateLimitLayer`]: every attempt waits for a token of the shared bucket;
 //! 4. kube's stack: tracing, extra headers, auth, base URI, and the hyper client.
 //!
+//! A fenced client ([`fenced_client`]) adds [`FenceLayer`] under the rate limit, and sends its
+//! writes through a connection pool of its own (`split`): reads keep kube's stack, writes go
+//! over TCP streams that check the fence before every write to the socket, below TLS, and a
+//! write still unanswered when the fence closes ends with [`Abandoned`].
+//!
 //! kube's own retry layer (`Config::default_retry`, which retries 429/503/504 for every verb,
 //! POST included) is switched off: [`RetryLayer`] replaces it.
 //!
@@ -57,17 +62,22 @@
 //! attempt, retries included, takes one token (client-go throttles retries too). A watch takes
 //! one token to open and its stream is then never throttled, as in client-go.
 
+mod abandon;
 mod bucket;
 mod fenced;
+mod fenced_io;
 mod layers;
 mod limits;
 mod policy;
+mod split;
 mod stats;
 
 use kube::client::ClientBuilder;
 use thiserror::Error;
 
+pub use abandon::Abandoned;
 pub use fenced::{FenceLayer, Fenced};
+pub use fenced_io::FenceClosed;
 pub use layers::{RateLimit, RateLimitLayer, Retry, RetryLayer};
 pub use limits::{
     ClientLimits, DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_MAX, DEFAULT_BURST, DEFAULT_MAX_RETRIES,
@@ -119,8 +129,21 @@ pub fn client_with_stats(
     build(config, limits, stats, None)
 }
 
-/// Like [`client`], sending writes only while `fence` is open (checked before every attempt,
-/// after its rate-limit wait); a refused write fails with [`Fenced`] and is not retried.
+/// Like [`client`], sending writes only while `fence` is open; a refused write is not retried.
+///
+/// # Guarantees
+/// - Checked before every attempt, after its rate-limit wait: a write refused there fails with
+///   [`Fenced`] and sends nothing.
+/// - Checked again on every write to the socket, below TLS, after the waits that follow
+///   (connection pool, connect, TLS handshake, hyper's dispatch): once the fence is closed no
+///   further byte of a write leaves the process (an io error of kind `PermissionDenied`
+///   carrying [`FenceClosed`]).
+/// - A write still unanswered when the fence closes (at its deadline, or closed early) ends at
+///   once with [`Abandoned`]: it may or may not have reached the API server.
+/// - Not guaranteed: bytes the kernel accepted before the process froze can still land.
+///
+/// Writes use a connection pool of their own, built as kube builds its default one (same TLS,
+/// auth, headers and timeouts); reads use kube's.
 ///
 /// # Errors
 /// As [`client`].
@@ -144,10 +167,23 @@ fn build(
     let _ = rustls::crypto::ring::default_provider().install_default();
     config.default_retry = false;
     let url = config.cluster_url.to_string();
+    // A fenced client's writes travel on a pool of their own, fenced down to the socket.
+    let write = match &fence {
+        Some(fence) => {
+            Some(
+                split::write_pool(&config, fence).map_err(|source| ClientError::Build {
+                    url: url.clone(),
+                    source,
+                })?,
+            )
+        }
+        None => None,
+    };
     let builder =
         ClientBuilder::try_from(config).map_err(|source| ClientError::Build { url, source })?;
     let fence = FenceLayer::new(fence.unwrap_or_else(crate::election::Fence::always_open));
     Ok(builder
+        .with_layer(&split::SplitLayer::new(write))
         .with_layer(&fence)
         .with_layer(&RateLimitLayer::new(limits, stats.clone()))
         .with_layer(&RetryLayer::new(limits, stats.clone()))

@@ -9,13 +9,17 @@
 //!   replicas' clocks run at the same rate.
 //! - A process frozen past its lease (SIGSTOP, a stall) finds the fence closed when it wakes,
 //!   before its elector has run: the check reads the clock, not a flag set by another task.
-//! - Not guaranteed: a request already on the wire when the process froze can still land. A
-//!   guest protects a write from that with a precondition (`replace` carries the
-//!   resourceVersion it read).
+//! - A guest's write passes the fence up to its last byte: the connections that carry writes
+//!   check it before every write to the socket, below TLS, and a write whose answer has not
+//!   come when the fence closes is abandoned (`crate::client`).
+//! - Not guaranteed: bytes the kernel accepted before the process froze (in the socket's send
+//!   buffer, or on the wire) can still land. A guest protects a write from that with a
+//!   precondition (`replace` carries the resourceVersion it read).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 /// Until when this replica may dispatch and write; cheap to clone and to check.
@@ -33,6 +37,8 @@ struct Inner {
     until: AtomicU64,
     /// Writes refused while closed.
     refused: AtomicU64,
+    /// Woken whenever the fence is moved, so [`Fence::wait_closed`] notices an early close.
+    moved: Notify,
 }
 
 impl Fence {
@@ -54,6 +60,7 @@ impl Fence {
                 base: Instant::now(),
                 until: AtomicU64::new(until),
                 refused: AtomicU64::new(0),
+                moved: Notify::new(),
             }),
         }
     }
@@ -66,11 +73,13 @@ impl Fence {
                 u64::try_from(since.as_nanos()).unwrap_or(u64::MAX - 1)
             });
         self.inner.until.store(nanos.max(1), Ordering::Release);
+        self.inner.moved.notify_waiters();
     }
 
     /// Closes the fence now.
     pub fn close(&self) {
         self.inner.until.store(0, Ordering::Release);
+        self.inner.moved.notify_waiters();
     }
 
     /// Counts a write refused because the fence was closed.
@@ -87,12 +96,39 @@ impl Fence {
     /// Whether this replica may dispatch and write now.
     #[must_use]
     pub fn is_open(&self) -> bool {
+        self.deadline()
+            .is_none_or(|deadline| Instant::now() < deadline)
+    }
+
+    /// The instant the fence closes by itself (the lease would expire by this replica's
+    /// clock), unless renewed first; in the past when it is closed; `None` when it is always
+    /// open.
+    #[must_use]
+    pub fn deadline(&self) -> Option<Instant> {
         match self.inner.until.load(Ordering::Acquire) {
-            0 => false,
-            u64::MAX => true,
-            until => {
-                let now = Instant::now().saturating_duration_since(self.inner.base);
-                now.as_nanos() < u128::from(until)
+            0 => Some(self.inner.base),
+            u64::MAX => None,
+            until => Some(self.inner.base + std::time::Duration::from_nanos(until)),
+        }
+    }
+
+    /// Resolves once the fence is closed: at its deadline unless renewed meanwhile, or when
+    /// [`close`](Self::close) is called. Pending forever on an always-open fence.
+    pub async fn wait_closed(&self) {
+        loop {
+            let moved = self.inner.moved.notified();
+            let mut moved = std::pin::pin!(moved);
+            // Registered before the look at the deadline, so no move between the two is missed.
+            moved.as_mut().enable();
+            match self.deadline() {
+                None => moved.await,
+                Some(deadline) if Instant::now() >= deadline => return,
+                Some(deadline) => {
+                    tokio::select! {
+                        () = moved => {}
+                        () = tokio::time::sleep_until(deadline) => {}
+                    }
+                }
             }
         }
     }
@@ -120,5 +156,38 @@ mod tests {
         fence.close();
         assert!(!fence.is_open());
         assert!(Fence::always_open().is_open());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn wait_closed_resolves_at_the_deadline_after_renewals_and_at_once_on_close() {
+        let fence = Fence::closed();
+        fence.wait_closed().await;
+        let start = Instant::now();
+        fence.open_until(start + Duration::from_secs(10));
+        assert_eq!(fence.deadline(), Some(start + Duration::from_secs(10)));
+        let waiter = tokio::spawn({
+            let fence = fence.clone();
+            async move {
+                fence.wait_closed().await;
+                Instant::now()
+            }
+        });
+        tokio::time::advance(Duration::from_secs(5)).await;
+        fence.open_until(start + Duration::from_secs(20));
+        let closed_at = waiter.await.expect("waiter");
+        assert_eq!(closed_at, start + Duration::from_secs(20));
+
+        fence.open_until(Instant::now() + Duration::from_secs(60));
+        let waiter = tokio::spawn({
+            let fence = fence.clone();
+            async move { fence.wait_closed().await }
+        });
+        tokio::task::yield_now().await;
+        fence.close();
+        tokio::time::timeout(Duration::from_secs(1), waiter)
+            .await
+            .expect("close wakes the waiter before the deadline")
+            .expect("waiter");
+        assert_eq!(Fence::always_open().deadline(), None);
     }
 }

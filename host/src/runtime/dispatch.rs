@@ -7,7 +7,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::Runtime;
 use super::controllers::Term;
+use super::lease_thread;
 use super::settings::ElectionSettings;
+use crate::client::ClientError;
 use crate::election::{ConfigError, ElectionError, KubeLease, LeaderElector, Leadership};
 use crate::shard::{Assignment, Sharding};
 
@@ -20,6 +22,15 @@ pub enum RuntimeError {
     /// Leadership was lost and the runtime was told to exit then.
     #[error("stopping after losing leadership")]
     Lost(#[from] ElectionError),
+    /// The Lease client could not be built (see `Runtime::use_election_config`).
+    #[error("cannot build the API client for the Lease")]
+    LeaseClient(#[from] ClientError),
+    /// The thread Lease work runs on could not be started.
+    #[error("cannot start the thread that renews the Lease; check the process's thread limit")]
+    LeaseThread(#[source] std::io::Error),
+    /// The Lease work ended without an answer (it panicked).
+    #[error("the Lease thread stopped unexpectedly; see the panic message above")]
+    LeaseThreadPanicked,
 }
 
 impl Runtime {
@@ -41,40 +52,50 @@ impl Runtime {
         };
         let sharding = self.inner.sharding.lock().take();
         if let Some(sharding) = sharding {
-            self.serve_sharded(sharding, &election, &shutdown).await;
-            return Ok(());
+            return self.serve_sharded(sharding, &election, &shutdown).await;
         }
-        let lock = KubeLease::new(
-            self.inner
-                .election_client
-                .get()
-                .unwrap_or(&self.inner.client)
-                .clone(),
-            &election.lease_namespace,
-            &election.lease_name,
-        );
-        let elector = LeaderElector::new(lock, election.config)?
-            .campaign_after_loss(!election.exit_on_loss)
-            .with_fence(self.inner.fence.clone());
-        let mut leadership = elector.subscribe();
+        election.config.validate()?;
+        let elector_stop = CancellationToken::new();
+        let (subscribed, leadership) = tokio::sync::oneshot::channel();
+        let mut campaign = {
+            let client = self.election_client();
+            let (fence, stop) = (self.inner.fence.clone(), elector_stop.clone());
+            let election = election.clone();
+            // Renewals run on a thread of their own, with their client built there.
+            lease_thread::spawn("lease-election", move || async move {
+                let lock = KubeLease::new(
+                    client.build()?,
+                    &election.lease_namespace,
+                    &election.lease_name,
+                );
+                let elector = LeaderElector::new(lock, election.config)?
+                    .campaign_after_loss(!election.exit_on_loss)
+                    .with_fence(fence);
+                let _ = subscribed.send((elector.subscribe(), elector.subscribe()));
+                elector.run(stop).await.map_err(RuntimeError::from)
+            })
+            .map_err(RuntimeError::LeaseThread)?
+        };
+        let Ok((mut leadership, gauge)) = leadership.await else {
+            return campaign
+                .await
+                .unwrap_or(Err(RuntimeError::LeaseThreadPanicked));
+        };
         let _leader_gauge = self
             .inner
             .telemetry
             .metrics()
-            .report_leadership_on_scrape(&election.lease_name, elector.subscribe());
+            .report_leadership_on_scrape(&election.lease_name, gauge);
         let _fenced = self
             .inner
             .telemetry
             .metrics()
             .report_fenced_writes_on_scrape(&election.lease_name, self.fence());
-        let elector_stop = CancellationToken::new();
-        let mut campaign = tokio::spawn(elector.run(elector_stop.clone()));
-        // If this future is dropped (the replica is killed), the elector must die with it.
-        let _abort_campaign = AbortOnDrop(campaign.abort_handle());
+        // If this future is dropped (the replica is killed), `campaign` drops the elector.
         let result = loop {
             let term = tokio::select! {
                 () = shutdown.cancelled() => break Ok(()),
-                ended = &mut campaign => break ended.unwrap_or(Ok(())).map_err(RuntimeError::from),
+                ended = &mut campaign => break ended.unwrap_or(Err(RuntimeError::LeaseThreadPanicked)),
                 term = next_term(&mut leadership) => match term {
                     Some(term) => term,
                     None => break Ok(()),
@@ -100,13 +121,8 @@ impl Runtime {
         sharding: Sharding,
         election: &ElectionSettings,
         shutdown: &CancellationToken,
-    ) {
-        let client = self
-            .inner
-            .election_client
-            .get()
-            .unwrap_or(&self.inner.client)
-            .clone();
+    ) -> Result<(), RuntimeError> {
+        let client = self.election_client();
         let metrics = self
             .inner
             .telemetry
@@ -133,11 +149,22 @@ impl Runtime {
             runtime.inner.controllers.requeue_gained(before, now);
         });
         let stop = CancellationToken::new();
-        let member = tokio::spawn(sharding.run(client, changed, stop.clone()));
-        let _abort_member = AbortOnDrop(member.abort_handle());
+        // The membership renews on a thread of their own, with its client built there; if this
+        // future is dropped (the replica is killed), `member` drops it.
+        let member = {
+            let stop = stop.clone();
+            lease_thread::spawn("lease-shard", move || async move {
+                let client = client.build()?;
+                sharding.run(client, changed, stop).await;
+                Ok::<(), RuntimeError>(())
+            })
+            .map_err(RuntimeError::LeaseThread)?
+        };
         self.serve_term(&CancellationToken::new(), shutdown).await;
         stop.cancel();
-        let _ = member.await;
+        member
+            .await
+            .unwrap_or(Err(RuntimeError::LeaseThreadPanicked))
     }
 
     /// Dispatches until `term` ends (abort at once) or `shutdown` (drain, then abort).
@@ -182,15 +209,6 @@ impl Runtime {
 /// The plugin name under which sharded mode places work that belongs to no key: no plugin
 /// has it (plugin names are DNS labels).
 const RING_WIDE: &str = "/ring-wide";
-
-/// Aborts a task when dropped.
-struct AbortOnDrop(tokio::task::AbortHandle);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
 
 /// The next live term of leadership, or `None` when the elector is gone. A term that already
 /// ended (the elector publishes `Following` just after cancelling it) is skipped.

@@ -4,6 +4,7 @@
 mod controllers;
 mod dispatch;
 mod kind;
+mod lease_thread;
 mod registry;
 mod settings;
 
@@ -53,6 +54,8 @@ struct Inner {
     client: kube::Client,
     /// The elector's own client, so Lease renewals never wait behind other traffic.
     election_client: std::sync::OnceLock<kube::Client>,
+    /// What the Lease thread builds its own client from (preferred to `election_client`).
+    election_config: std::sync::OnceLock<(kube::Config, crate::client::ClientLimits)>,
     registry: InformerRegistry,
     controllers: Controllers,
     settings: RuntimeSettings,
@@ -119,6 +122,7 @@ impl Runtime {
                 registry: InformerRegistry::new(client.clone()),
                 client,
                 election_client: std::sync::OnceLock::new(),
+                election_config: std::sync::OnceLock::new(),
                 controllers: Controllers::default(),
                 settings,
                 leadership: watch::Sender::new(false),
@@ -139,6 +143,28 @@ impl Runtime {
     /// before [`run`](Self::run); a second call is ignored.
     pub fn use_election_client(&self, client: kube::Client) {
         let _ = self.inner.election_client.set(client);
+    }
+
+    /// Like [`use_election_client`](Self::use_election_client), but the client is built from
+    /// `config` and `limits` on the Lease thread, so its request buffer and connections run
+    /// there too and renewals never wait for the workers that run reconciles (a client built
+    /// elsewhere keeps its tasks on the runtime it was built on). Preferred to
+    /// `use_election_client`; a second call is ignored.
+    pub fn use_election_config(&self, config: kube::Config, limits: crate::client::ClientLimits) {
+        let _ = self.inner.election_config.set((config, limits));
+    }
+
+    /// The client the Lease thread uses.
+    fn election_client(&self) -> lease_thread::LeaseClient {
+        let inner = &self.inner;
+        match (inner.election_config.get(), inner.election_client.get()) {
+            (Some((config, limits)), _) => {
+                lease_thread::LeaseClient::Config(Box::new(config.clone()), limits.clone())
+            }
+            (None, client) => {
+                lease_thread::LeaseClient::Built(client.unwrap_or(&inner.client).clone())
+            }
+        }
     }
 
     /// The metrics registry and health checks this runtime reports to.
