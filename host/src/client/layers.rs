@@ -404,7 +404,7 @@ mod tests {
             .qps(10.0)
             .burst(1)
             .backoff_base(Duration::from_millis(1));
-        let (svc, seen, stats) = stack(&limits, vec![(500, None), (500, None)]);
+        let (svc, seen, stats) = stack(&limits, vec![(503, None), (503, None)]);
 
         let response = svc.oneshot(put("x")).await.expect("response");
 
