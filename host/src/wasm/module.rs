@@ -253,7 +253,7 @@ impl ModuleLoader {
     /// # Errors
     /// As [`load`](Self::load).
     pub async fn load_bytes(&self, path: &Path, bytes: Vec<u8>) -> Result<Arc<Module>, LoadError> {
-        let digest = hex_sha256(&bytes);
+        let (bytes, digest) = hex_sha256_blocking(bytes).await;
         if let Some(module) = self.loaded.lock().get(&digest).and_then(Weak::upgrade) {
             return Ok(module);
         }
@@ -418,10 +418,52 @@ pub fn hex_sha256(bytes: &[u8]) -> String {
     hex
 }
 
+/// [`hex_sha256`] on a blocking thread, so hashing a module of up to 64 MiB does not hold one of
+/// the runtime's workers (and the reconciles and renewals waiting for it); gives the bytes back.
+pub async fn hex_sha256_blocking(bytes: Vec<u8>) -> (Vec<u8>, String) {
+    tokio::task::spawn_blocking(move || {
+        let digest = hex_sha256(&bytes);
+        (bytes, digest)
+    })
+    .await
+    .unwrap_or_else(|join| std::panic::resume_unwind(join.into_panic()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::wasm::engine::EngineSettings;
+
+    #[test]
+    fn a_modules_digest_is_taken_off_the_runtimes_worker() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let bytes = vec![7_u8; 64 * 1024 * 1024];
+            let expected = hex_sha256(&bytes);
+            let ticks = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+            let ticker = tokio::spawn({
+                let ticks = std::sync::Arc::clone(&ticks);
+                async move {
+                    loop {
+                        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                        ticks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            });
+            // The runtime's only worker runs the ticker while the digest is taken elsewhere.
+            let (bytes, digest) = hex_sha256_blocking(bytes).await;
+            ticker.abort();
+            assert_eq!(digest, expected);
+            assert_eq!(bytes.len(), 64 * 1024 * 1024, "the bytes come back");
+            assert!(
+                ticks.load(std::sync::atomic::Ordering::Relaxed) > 0,
+                "the worker was held while hashing"
+            );
+        });
+    }
 
     fn engine() -> PluginEngine {
         PluginEngine::new(EngineSettings {

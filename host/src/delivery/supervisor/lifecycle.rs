@@ -15,7 +15,7 @@ use crate::manifest::{Manifest, ManifestError};
 use crate::upgrade::recordings::PluginRecordings;
 use crate::upgrade::shadow::ShadowRunner;
 use crate::wasm::context::PluginContext;
-use crate::wasm::module::{LoadError, Module, hex_sha256};
+use crate::wasm::module::{LoadError, Module, hex_sha256_blocking};
 
 impl Plugins {
     /// Loads every plugin the sources name. At start, any failure is an error (a host with a
@@ -87,9 +87,10 @@ impl Plugins {
         let (canary, shadow) = current.plugin.side_modules();
         let changed = async |path: Option<&Path>, running: Option<&str>| match (path, running) {
             (Some(path), Some(running)) => {
-                bounded_read::read_async(path, MAX_MODULE_BYTES, "module")
-                    .await
-                    .map_or(true, |bytes| hex_sha256(&bytes) != running)
+                match bounded_read::read_async(path, MAX_MODULE_BYTES, "module").await {
+                    Ok(bytes) => hex_sha256_blocking(bytes).await.1 != running,
+                    Err(_) => true,
+                }
             }
             (None, None) => false,
             _ => true,
@@ -130,7 +131,7 @@ impl Plugins {
                     source,
                 },
             })?;
-        let digest = hex_sha256(&bytes);
+        let (bytes, digest) = hex_sha256_blocking(bytes).await;
         if digest == current.plugin.module().digest() {
             // The module on disk is the one serving — also when the module serving before a
             // rollback is put back: whatever was rejected is no longer on disk.
