@@ -140,10 +140,13 @@ $(GUEST_LANGUAGES:%=guests-%): guests-%:
 test-build:
 	$(LINTED) $(STEP) build+clippy $(CARGO) test --workspace --all-targets --locked --no-run --timings
 
-## Every test in the workspace against the embedded API server.
+## Every test in the workspace against the embedded API server, but the fault checker's runs
+## (E2E_REAL_ONLY: they judge replicas against the real server's history, in `e2e-real`).
+E2E_REAL_ONLY := replica_faults::
 unit: test-build unit-run
 unit-run:
-	PATH="$(VENV)/bin:$$PATH" E2E_NO_SERVER="$(E2E_NO_SERVER)" $(LINTED) $(STEP) unit-run $(CARGO) test --workspace --locked
+	PATH="$(VENV)/bin:$$PATH" E2E_NO_SERVER="$(E2E_NO_SERVER)" $(LINTED) $(STEP) unit-run $(CARGO) test --workspace --locked \
+	  -- $(E2E_REAL_ONLY:%=--skip %)
 
 ## The end-to-end tests again, against a real kube-apiserver and etcd (one control plane for the
 ## whole `e2e` binary, its tests taking turns on it; docs/testing.md says which tests need the
@@ -151,7 +154,7 @@ unit-run:
 .PHONY: e2e-real
 E2E_REAL_MODULES := example_plugins lang_c lang_go lang_javascript lang_python leader_fencing hot_reload \
 	in_cluster deployment rbac_enforced plugin_objects plugin_fetches scale_out safe_upgrades record_replay \
-	replicator_safety state_loss
+	replicator_safety state_loss replica_faults
 ## The tests of those modules that start no API server (the `reconcile` CLI, builds, `rbac`
 ## output, replay): `unit-run` ran them already, so `e2e-real` skips them; `unit-run` passes the
 ## list to the harness, which fails any of them that starts an API server (remove it from here).
@@ -185,6 +188,14 @@ e2e-real: control-plane
 ## The Go guests' own tests with the SDK's fake host: plain `go test`, no wasm.
 go-test:
 	$(STEP) go-test bash -c 'cd guest-sdk/go && go test ./... && cd ../../examples/website-go && go test ./...'
+
+## The fault checker's soak (docs/testing.md): random seeds for leader and sharded mode on the real
+## control plane, one run at a time; SOAK_SEEDS seeds per mode (default 100), FAULT_DURATIONS=default
+## for client-go's Lease durations, FAULT_SECONDS for the faults' length. Each run prints its seed.
+.PHONY: soak-replicas
+soak-replicas: control-plane
+	E2E_BACKEND=real FAULT_SEEDS=random:$(or $(SOAK_SEEDS),100) $(CARGO) test --workspace --locked \
+	  --test e2e -- replica_faults:: --nocapture --test-threads 1
 
 ## The static reconcile-host the container image holds (x86_64-unknown-linux-musl, release):
 ## target/static/reconcile-host. The Dockerfile's build stage runs the same script.

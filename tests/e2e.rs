@@ -26,6 +26,7 @@ mod plugin_fetches;
 mod plugin_objects;
 mod rbac_enforced;
 mod record_replay;
+mod replica_faults;
 mod replicator_safety;
 mod safe_upgrades;
 mod scale_out;

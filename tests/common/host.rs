@@ -132,18 +132,25 @@ impl Drop for Scratch {
 
 /// Copies the manifest at `source` (relative to the workspace) into `dir`, with `module:`
 /// pointing at `module` and every `(key, value)` of `overrides` replacing that top-level line
-/// (or appended).
+/// and the block under it (or appended).
 pub fn manifest(dir: &Path, source: &str, module: &Path, overrides: &[(&str, &str)]) -> PathBuf {
     let text = std::fs::read_to_string(workspace().join(source)).expect("manifest readable");
     let mut lines: Vec<String> = Vec::new();
     let mut replaced = Vec::new();
+    // The lines of a block (indented, or list items) under a replaced key go with it.
+    let mut in_replaced_block = false;
     for line in text.lines() {
         let key = line.split(':').next().unwrap_or_default();
+        if in_replaced_block && (line.starts_with(' ') || line.starts_with('-')) {
+            continue;
+        }
+        in_replaced_block = false;
         if key == "module" {
             lines.push(format!("module: {}", module.display()));
         } else if let Some((k, v)) = overrides.iter().find(|(k, _)| *k == key) {
             lines.push(format!("{k}: {v}"));
             replaced.push(*k);
+            in_replaced_block = true;
         } else {
             lines.push(line.to_owned());
         }
@@ -280,6 +287,13 @@ impl Host {
             .status()
             .expect("kill runs");
         assert!(status.success(), "kill -{signal} failed");
+    }
+
+    /// Sends `signal` unless the process has exited (its pid may belong to another by then).
+    pub fn signal_if_running(&mut self, signal: &str) {
+        if self.running() {
+            self.signal(signal);
+        }
     }
 
     /// The telemetry address; `None` while a host given port 0 has not yet logged the one

@@ -5,6 +5,7 @@
 pub mod backend;
 pub mod churn;
 pub mod control_plane;
+pub mod faults;
 pub mod host;
 pub mod process;
 pub mod registry;

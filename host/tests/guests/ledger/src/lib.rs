@@ -1,7 +1,8 @@
 //! Test guest for the scale-out tests. For each ConfigMap it reconciles it logs
 //! `ledger begin <namespace>/<name> v=<data.v> at=<µs since the epoch>`, computes for `data.ms`
 //! milliseconds, records `data.v` in the annotation `ledger.test/seen` (and the replica, the
-//! manifest's env `REPLICA`, in `ledger.test/by`) unless it is there already, then logs
+//! manifest's env `REPLICA`, in `ledger.test/by`, and the reconcile's start in µs since the epoch
+//! in `ledger.test/begin`) unless it is there already, then logs
 //! `ledger end ... wrote=<ok|skip>`. A refused write fails the reconcile after logging
 //! `ledger refused`. `data.us` adds microseconds of work; `data.quiet: "true"` logs nothing (the
 //! scale-out benchmark).
@@ -31,8 +32,9 @@ impl Reconciler for Ledger {
         let version = object["data"]["v"].as_str().unwrap_or("0").to_owned();
         let seen = object["metadata"]["annotations"]["ledger.test/seen"].as_str();
         let quiet = object["data"]["quiet"].as_str() == Some("true");
+        let begin = micros();
         if !quiet {
-            info!("ledger begin {key} v={version} at={}", micros());
+            info!("ledger begin {key} v={version} at={begin}");
         }
         let number = |field: &str| -> u64 {
             object["data"][field]
@@ -52,6 +54,7 @@ impl Reconciler for Ledger {
             let patch = serde_json::json!({"metadata": {"annotations": {
                 "ledger.test/seen": version,
                 "ledger.test/by": replica,
+                "ledger.test/begin": begin.to_string(),
             }}});
             if let Err(error) = client::merge_patch(request.target(), &patch) {
                 info!("ledger refused {key} v={version} at={}", micros());

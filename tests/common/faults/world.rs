@@ -1,0 +1,223 @@
+//! Applies a schedule's faults to the replicas, the proxy and the API server, and undoes each
+//! when its time is up.
+
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::common::backend::Backend;
+
+use super::proxy::Proxy;
+use super::replicas::Replicas;
+use super::schedule::Fault;
+
+/// Something to undo at a given time.
+#[derive(Debug)]
+enum Undo {
+    /// SIGCONT the incarnation `name` in `slot`, if it is still there.
+    Thaw { slot: usize, name: String },
+    /// Start a new incarnation in `slot`, if it is free.
+    Restart { slot: usize },
+    /// Let the API server answer again.
+    ApiResume,
+    /// Forward without delay again.
+    JitterOff,
+    /// Forward again.
+    StallOff,
+    /// Stop the busy processes.
+    ContentionOff,
+}
+
+/// What the faults act on, and what is pending.
+pub struct World<'a> {
+    /// The replicas.
+    pub replicas: Replicas,
+    proxy: &'a Proxy,
+    server: &'a Backend,
+    max_replicas: usize,
+    min_replicas: usize,
+    pending: Vec<(Instant, Undo)>,
+    busy: Vec<Child>,
+    api_frozen: bool,
+    /// Faults applied, by kind.
+    pub injected: BTreeMap<&'static str, usize>,
+}
+
+impl<'a> World<'a> {
+    /// Faults on `replicas` (between `min` and `max` of them running), `proxy` and `server`.
+    pub fn new(
+        replicas: Replicas,
+        proxy: &'a Proxy,
+        server: &'a Backend,
+        min: usize,
+        max: usize,
+    ) -> Self {
+        Self {
+            replicas,
+            proxy,
+            server,
+            max_replicas: max,
+            min_replicas: min,
+            pending: Vec::new(),
+            busy: Vec::new(),
+            api_frozen: false,
+            injected: BTreeMap::new(),
+        }
+    }
+
+    /// Applies `fault` now.
+    pub async fn apply(&mut self, fault: &Fault) {
+        self.undo_due().await;
+        let now = Instant::now();
+        let applied = match fault {
+            Fault::Freeze { pick, length } => self.replicas.choose(*pick).map(|slot| {
+                self.replicas.freeze(slot, true);
+                let name = self.replicas.live[&slot].name.clone();
+                self.pending
+                    .push((now + *length, Undo::Thaw { slot, name }));
+                "freeze"
+            }),
+            Fault::Kill { pick, down } => match self.replicas.choose(*pick) {
+                Some(slot) => {
+                    self.replicas.end(slot, false).await;
+                    self.pending.push((now + *down, Undo::Restart { slot }));
+                    Some("kill")
+                }
+                None => None,
+            },
+            Fault::Leave {
+                pick,
+                down,
+                returns,
+            } => match self.replicas.choose(*pick) {
+                Some(slot) => {
+                    self.replicas.end(slot, true).await;
+                    if *returns || self.replicas.live.len() < self.min_replicas {
+                        self.pending.push((now + *down, Undo::Restart { slot }));
+                    }
+                    Some("leave")
+                }
+                None => None,
+            },
+            Fault::Join => (self.replicas.live.len() < self.max_replicas).then(|| {
+                let slot = self.replicas.free_slot();
+                self.replicas.start(slot);
+                "join"
+            }),
+            Fault::ApiFreeze { length } => (!self.api_frozen).then(|| {
+                self.server.pause();
+                self.api_frozen = true;
+                self.pending.push((now + *length, Undo::ApiResume));
+                "api-freeze"
+            }),
+            Fault::Jitter { max, length } => {
+                self.proxy.delay(*max);
+                self.pending.push((now + *length, Undo::JitterOff));
+                Some("jitter")
+            }
+            Fault::Stall { length } => {
+                self.proxy.stall(true);
+                self.pending.push((now + *length, Undo::StallOff));
+                Some("stall")
+            }
+            Fault::Cut => {
+                self.proxy.cut();
+                Some("cut")
+            }
+            Fault::Contention { length } => self.busy.is_empty().then(|| {
+                self.busy = (0..2).map(|_| busy()).collect();
+                self.pending.push((now + *length, Undo::ContentionOff));
+                "contention"
+            }),
+        };
+        if let Some(kind) = applied {
+            *self.injected.entry(kind).or_default() += 1;
+        }
+    }
+
+    /// Undoes what is due.
+    pub async fn undo_due(&mut self) {
+        let now = Instant::now();
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending)
+            .into_iter()
+            .partition(|(at, _)| *at <= now);
+        self.pending = later;
+        for (_, undo) in due {
+            self.undo(undo);
+        }
+    }
+
+    /// Undoes everything pending, at once, and makes sure `min` replicas run.
+    pub async fn calm(&mut self) {
+        for (_, undo) in std::mem::take(&mut self.pending) {
+            self.undo(undo);
+        }
+        while self.replicas.live.len() < self.min_replicas {
+            let slot = self.replicas.free_slot();
+            self.replicas.start(slot);
+        }
+    }
+
+    /// The earliest pending undo, if any.
+    pub fn next_due(&self) -> Option<Instant> {
+        self.pending.iter().map(|(at, _)| *at).min()
+    }
+
+    fn undo(&mut self, undo: Undo) {
+        match undo {
+            Undo::Thaw { slot, name } => {
+                if self
+                    .replicas
+                    .live
+                    .get(&slot)
+                    .is_some_and(|r| r.name == name)
+                {
+                    self.replicas.freeze(slot, false);
+                }
+            }
+            Undo::Restart { slot } => {
+                if !self.replicas.live.contains_key(&slot)
+                    && self.replicas.live.len() < self.max_replicas
+                {
+                    self.replicas.start(slot);
+                }
+            }
+            Undo::ApiResume => {
+                self.server.resume();
+                self.api_frozen = false;
+            }
+            Undo::JitterOff => self.proxy.delay(Duration::ZERO),
+            Undo::StallOff => self.proxy.stall(false),
+            Undo::ContentionOff => self.stop_busy(),
+        }
+    }
+
+    fn stop_busy(&mut self) {
+        for mut child in self.busy.drain(..) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for World<'_> {
+    fn drop(&mut self) {
+        self.stop_busy();
+        if self.api_frozen {
+            self.server.resume();
+        }
+    }
+}
+
+/// A process that spins on a core until killed.
+fn busy() -> Child {
+    Command::new("sh")
+        .args(["-c", "while :; do :; done"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("a busy process starts")
+}
