@@ -207,7 +207,12 @@ impl Host {
     /// `reconcile-host run` with the tests' settings: a free metrics port, client limits high
     /// enough not to throttle, the guests' module cache, debug logs of controllers and plugins.
     pub fn command() -> Command {
-        let mut command = Command::new(HOST_BINARY);
+        Self::command_of(Path::new(HOST_BINARY))
+    }
+
+    /// As [`command`](Self::command), for the host binary at `binary` (another build).
+    pub fn command_of(binary: &Path) -> Command {
+        let mut command = Command::new(binary);
         command
             .arg("run")
             .args(["--metrics-address", "127.0.0.1:0"])

@@ -117,7 +117,11 @@ impl Replicas {
             Mode::Leader => "leader",
             Mode::Sharded => "sharded",
         };
-        let mut command = Host::command();
+        // FAULT_HOST_BINARY: judge another build of the host (an older commit's, say).
+        let mut command = match std::env::var_os("FAULT_HOST_BINARY") {
+            Some(binary) => Host::command_of(Path::new(&binary)),
+            None => Host::command(),
+        };
         command
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
