@@ -18,7 +18,16 @@
 // The export must be named `reconcile` (`export const reconcile = ...` or
 // `export function reconcile(request)`); an engine finds nothing else, and a component whose
 // module misspells it builds and traps on every call. `reconcile-host check` names that too.
+//
+// Writes with a precondition: `applyAtVersion(object, resourceVersion)` and
+// `mergePatchAtVersion(target, patch, resourceVersion)` write only if the object is still at the
+// version the reconcile read (409 Conflict otherwise), the JavaScript side of the Rust SDK's
+// `client::apply_at_version` and `client::merge_patch_at_version`.
+//
+// Tests: `node --test guest-sdk/javascript/tests/reconciler.test.mjs` (Node's own runner; the
+// host's imports are faked by tests/kube-host-hooks.mjs).
 
+import * as client from 'kube:reconcile/client@0.1.0';
 import * as log from 'kube:reconcile/log@0.1.0';
 
 /** The largest `requeue-after` delay the WIT's `u32` milliseconds can carry (about 49 days). */
@@ -81,6 +90,69 @@ export function messageOf(error) {
     return String(error.message);
   }
   return String(error);
+}
+
+/**
+ * Server-side applies `object` (a plain object; with force, as `client.apply(text, true,
+ * undefined)`) only if the object is still at `resourceVersion`: the API server refuses the write
+ * with 409 Conflict when anyone wrote the object since. Pass the version the reconcile read it at
+ * (the cached object's `metadata.resourceVersion`), so a write made from a stale read, or one
+ * that left a replica after another had taken its work over, changes nothing. `object` itself is
+ * not changed. Returns the object as stored, parsed.
+ *
+ * Throws what the host throws (an Error whose `payload` is the call-error; a conflict is
+ * `{tag: 'api', val: {code: 409, ...}}`), or, without calling the host, a TypeError (`object` or
+ * its `metadata` is not a plain object, the version not a string) or a RangeError (an empty
+ * version).
+ */
+export function applyAtVersion(object, resourceVersion) {
+  const sent = JSON.stringify(atVersion(object, resourceVersion));
+  return JSON.parse(client.apply(sent, true, undefined));
+}
+
+/**
+ * Applies a JSON merge patch (RFC 7386, a plain object) to `target` (`{kind: {apiVersion, kind},
+ * namespace, name}`) only if the object is still at `resourceVersion` (409 Conflict otherwise,
+ * see `applyAtVersion`). `patch` itself is not changed. Returns the object as stored, parsed;
+ * throws as `applyAtVersion` does.
+ */
+export function mergePatchAtVersion(target, patch, resourceVersion) {
+  const body = { tag: 'merge', val: JSON.stringify(atVersion(patch, resourceVersion)) };
+  return JSON.parse(client.patch(target, body, undefined));
+}
+
+/**
+ * A copy of `document` (an object to apply or a merge patch) with `metadata.resourceVersion` set
+ * to `resourceVersion`, replacing any it carries: the API server takes it as a precondition.
+ */
+function atVersion(document, resourceVersion) {
+  if (typeof resourceVersion !== 'string') {
+    throw new TypeError(
+      'the resourceVersion of a precondition is a string (the metadata.resourceVersion of the ' +
+        `object as the reconcile read it), got ${describe(resourceVersion)}`);
+  }
+  if (resourceVersion === '') {
+    throw new RangeError(
+      'an empty resourceVersion is no precondition; pass the metadata.resourceVersion of the ' +
+        'object as the reconcile read it');
+  }
+  if (!isPlainObject(document)) {
+    throw new TypeError(
+      'a write with a resourceVersion precondition needs a JSON object (an object to apply or a ' +
+        `merge patch), not an array or a scalar; got ${describe(document)}` +
+        (typeof document === 'string' ? ' (JSON.parse the text first)' : ''));
+  }
+  // An `undefined` member is one JSON.stringify leaves out: no metadata yet.
+  const metadata = document.metadata === undefined ? {} : document.metadata;
+  if (!isPlainObject(metadata)) {
+    throw new TypeError(`metadata must be a JSON object, got ${describe(metadata)}`);
+  }
+  return { ...document, metadata: { ...metadata, resourceVersion } };
+}
+
+/** Whether `value` is a JSON object: not null, an array or a scalar. */
+function isPlainObject(value) {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
 /** A value as a mistake report shows it: its type and a short rendering. */

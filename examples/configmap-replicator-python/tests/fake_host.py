@@ -20,6 +20,32 @@ def not_found(message: str) -> Err:
     return Err(wit.CallError_Api(wit.ApiStatus(code=404, reason="NotFound", message=message)))
 
 
+def check_version(stored: dict, sent: dict) -> None:
+    """The API server's precondition: a write that carries a `metadata.resourceVersion` other
+    than the stored object's is refused with 409 Conflict (an empty one is none)."""
+    version = (sent.get("metadata") or {}).get("resourceVersion")
+    if version and version != stored["metadata"].get("resourceVersion"):
+        name = stored["metadata"]["name"]
+        raise Err(wit.CallError_Api(wit.ApiStatus(
+            code=409, reason="Conflict",
+            message=f'Operation cannot be fulfilled on configmaps "{name}": the object has been '
+                    "modified; please apply your changes to the latest version and try again",
+        )))
+
+
+def merge(target: object, patch: object) -> object:
+    """`patch` merged into `target` (RFC 7386)."""
+    if not isinstance(patch, dict):
+        return patch
+    merged = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = merge(merged.get(key), value)
+    return merged
+
+
 class FakeHost:
     """ConfigMaps by (namespace, name), the namespaces that exist (all accepting copies but
     those in `refusing`), and the guest's calls."""
@@ -74,6 +100,8 @@ class FakeHost:
         self.calls.append(("apply", namespace, name, obj))
         if namespace not in self.namespaces:
             raise not_found(f'namespaces "{namespace}" not found')
+        if (namespace, name) in self.objects:
+            check_version(self.objects[(namespace, name)], obj)
         self.objects[(namespace, name)] = obj
         return json.dumps(obj)
 
@@ -108,12 +136,17 @@ class FakeHost:
         return None if obj is None else json.dumps(obj)
 
     def patch(self, target: wit.ObjectRef, body: client.PatchBody, subresource: str | None) -> str:
+        """Merge patches, and JSON patches of test, add and remove."""
         self._check("patch", target.namespace)
         operations = json.loads(body.value)
         self.calls.append(("patch", target.namespace, target.name, operations))
         key = (target.namespace, target.name)
         if key not in self.objects:
             raise not_found(f'configmaps "{target.name}" not found')
+        if isinstance(body, client.PatchBody_Merge):
+            check_version(self.objects[key], operations)
+            self.objects[key] = merge(self.objects[key], operations)
+            return json.dumps(self.objects[key])
         obj = copy.deepcopy(self.objects[key])
         for op in operations:
             parent, _, last = op["path"].rpartition("/")

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from wit_world.imports import types as wit
 
+from fake_host import FakeHost
 from reconcile_guest import (
     ConflictError,
     DeniedError,
@@ -14,6 +15,7 @@ from reconcile_guest import (
     NotFoundError,
     ObjectRef,
     ReconcileError,
+    client,
     describe,
     done,
     export_reconciler,
@@ -132,6 +134,63 @@ class FinalizerPlan(unittest.TestCase):
     def test_deleting_object_without_the_finalizer_needs_nothing(self):
         self.assertEqual(plan(obj(deletionTimestamp="2025-01-01T00:00:00Z"), NAME), Nothing())
         self.assertEqual(plan(obj(deletionTimestamp=None, finalizers=[NAME]), NAME), Apply())
+
+
+class WritesAtAVersion(unittest.TestCase):
+    def setUp(self):
+        self.host = FakeHost(["default"], [{**obj(resourceVersion="5"), "data": {"k": "read"}}])
+        self.enterContext(self.host)
+        self.target = ObjectRef(Kind("v1", "ConfigMap"), "default", "web")
+
+    def written_by_someone_else(self):
+        self.host.objects[("default", "web")] = {**obj(resourceVersion="6"), "data": {"k": "theirs"}}
+
+    def test_apply_at_version_writes_only_while_the_object_is_at_that_version(self):
+        mine = {**obj(resourceVersion="1"), "data": {"k": "written"}}
+        stored = client.apply_at_version(mine, "5")
+        self.assertEqual(
+            self.host.calls,
+            [("apply", "default", "web", {**obj(resourceVersion="5"), "data": {"k": "written"}})],
+        )
+        self.assertEqual(stored["data"], {"k": "written"})
+        self.assertEqual(mine["metadata"]["resourceVersion"], "1", "the caller's object changed")
+
+        self.written_by_someone_else()
+        with self.assertRaises(ConflictError) as raised:
+            client.apply_at_version({**obj(), "data": {"k": "stale"}}, "5")
+        self.assertEqual((raised.exception.code, raised.exception.reason), (409, "Conflict"))
+        self.assertEqual(self.host.objects[("default", "web")]["data"], {"k": "theirs"})
+
+    def test_merge_patch_at_version_writes_only_while_the_object_is_at_that_version(self):
+        patch = {"data": {"k": "patched"}}
+        stored = client.merge_patch_at_version(self.target, patch, "5")
+        self.assertEqual(
+            self.host.calls,
+            [("patch", "default", "web",
+              {"data": {"k": "patched"}, "metadata": {"resourceVersion": "5"}})],
+        )
+        self.assertEqual((stored["data"], stored["metadata"]["name"]), ({"k": "patched"}, "web"))
+        self.assertEqual(patch, {"data": {"k": "patched"}}, "the caller's patch changed")
+
+        self.written_by_someone_else()
+        with self.assertRaises(ConflictError):
+            client.merge_patch_at_version(self.target, {"data": {"k": "stale"}}, "5")
+        self.assertEqual(self.host.objects[("default", "web")]["data"], {"k": "theirs"})
+
+    def test_what_cannot_carry_a_version_is_refused_without_a_call(self):
+        with self.assertRaisesRegex(ValueError, "an empty resourceVersion is no precondition"):
+            client.apply_at_version(obj(), "")
+        with self.assertRaisesRegex(TypeError, "a string .* got int"):
+            client.apply_at_version(obj(), 5)
+        for refused in ([{"op": "add"}], "text", 3, None):
+            with self.subTest(document=refused):
+                with self.assertRaisesRegex(TypeError, "needs a JSON object"):
+                    client.merge_patch_at_version(self.target, refused, "7")
+        for metadata in (3, None, ["web"]):
+            with self.subTest(metadata=metadata):
+                with self.assertRaisesRegex(TypeError, "metadata must be a JSON object"):
+                    client.apply_at_version({**obj(), "metadata": metadata}, "7")
+        self.assertEqual(self.host.calls, [])
 
 
 def request() -> wit.Request:

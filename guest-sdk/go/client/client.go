@@ -6,7 +6,7 @@
 // and kind are not filled in by Go's types), a map[string]any, or JSON bytes (json.RawMessage
 // or []byte are sent as they are).
 //
-// Apply (and ApplyNoForce, ApplyStatus) of a Go value drops the `null` members and the empty
+// Apply (and ApplyNoForce, ApplyStatus, ApplyAtVersion) of a Go value drops the `null` members and the empty
 // objects `{}` that encoding/json writes for the non-pointer struct fields of k8s.io/api types
 // (`strategy: {}`, `resources: {}`, `status: {}`): under server-side apply every field sent is
 // a field owned, so they would claim fields the reconciler never set. Empty objects that mean
@@ -65,12 +65,39 @@ func ApplyStatus(object any, into ...any) ([]byte, error) {
 	return apply(object, true, "status", into)
 }
 
+// ApplyAtVersion is Apply (with force) only if the object is still at resourceVersion: the API
+// server refuses the write with 409 (guest.ErrConflict) when anyone wrote the object since. Pass
+// the version the reconcile read it at (the cached object's metadata.resourceVersion), so a write
+// made from a stale read, or one that left a replica after another had taken its work over,
+// changes nothing. The version is set as metadata.resourceVersion of what is sent, replacing any
+// there (object itself is not changed; JSON bytes are sent with the same members, re-encoded).
+// Needs verb patch on the object's kind in the grants.
+//
+// An error without a call: an object that is not a JSON object, a metadata that is not one, or an
+// empty resourceVersion.
+func ApplyAtVersion(object any, resourceVersion string, into ...any) ([]byte, error) {
+	bytes, err := encode(object)
+	if err != nil {
+		return nil, err
+	}
+	if bytes, err = atVersion(bytes, resourceVersion); err != nil {
+		return nil, err
+	}
+	return applyEncoded(object, bytes, true, "", into)
+}
+
 func apply(object any, force bool, subresource string, into []any) ([]byte, error) {
 	bytes, err := encode(object)
 	if err != nil {
 		return nil, err
 	}
-	if bytes, err = compact(object, bytes); err != nil {
+	return applyEncoded(object, bytes, force, subresource, into)
+}
+
+// applyEncoded applies bytes, the encoding of object.
+func applyEncoded(object any, bytes []byte, force bool, subresource string, into []any) ([]byte, error) {
+	bytes, err := compact(object, bytes)
+	if err != nil {
 		return nil, err
 	}
 	stored, err := guest.CurrentHost().Apply(bytes, force, subresource)
@@ -88,6 +115,23 @@ func Patch(target guest.ObjectRef, patchType guest.PatchType, body any, subresou
 		return nil, err
 	}
 	return guest.CurrentHost().Patch(target, patchType, bytes, subresource)
+}
+
+// MergePatchAtVersion is Patch with a guest.MergePatch body (RFC 7386) and no subresource, only
+// if the object is still at resourceVersion (409, guest.ErrConflict, otherwise; see
+// ApplyAtVersion). patch itself is not changed.
+//
+// An error without a call: a patch that is not a JSON object, a metadata that is not one, or an
+// empty resourceVersion.
+func MergePatchAtVersion(target guest.ObjectRef, patch any, resourceVersion string) ([]byte, error) {
+	bytes, err := encode(patch)
+	if err != nil {
+		return nil, err
+	}
+	if bytes, err = atVersion(bytes, resourceVersion); err != nil {
+		return nil, err
+	}
+	return guest.CurrentHost().Patch(target, guest.MergePatch, bytes, "")
 }
 
 // Create creates object; a 409 with guest.ErrAlreadyExists if it exists.

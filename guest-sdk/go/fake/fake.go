@@ -1,7 +1,11 @@
 // Package fake is a reconcile host in memory, so a Go reconciler is tested with plain
 // `go test`: it holds objects (both "the API server" and "the cache"), records every call,
 // log line and event, and answers the way the real host does (404 for missing objects, 409
-// AlreadyExists on create, status-only apply with subresource "status").
+// AlreadyExists on create, status-only apply with subresource "status", 409 Conflict on an apply
+// or merge patch whose metadata.resourceVersion is not the stored object's).
+//
+// The fake does not advance metadata.resourceVersion when it writes: to test a write made at a
+// stale version (client.ApplyAtVersion), Add the object again with another resourceVersion.
 //
 //	host := fake.New(t)
 //	host.Add(website)
@@ -229,6 +233,11 @@ func (h *Host) Apply(object []byte, force bool, subresource string) ([]byte, err
 	}
 	k := key(ref.Kind, ref.Namespace, ref.Name)
 	stored, ok := h.objects[k]
+	if ok {
+		if err := checkVersion(ref, stored, m); err != nil {
+			return nil, err
+		}
+	}
 	if subresource == "status" {
 		if !ok {
 			return nil, notFound(ref)
@@ -283,9 +292,31 @@ func (h *Host) Patch(target guest.ObjectRef, patchType guest.PatchType, body []b
 		if err := json.Unmarshal(body, &patch); err != nil {
 			return nil, guest.Invalid(err.Error())
 		}
+		if fields, ok := patch.(map[string]any); ok {
+			if err := checkVersion(target, stored, fields); err != nil {
+				return nil, err
+			}
+		}
 		h.objects[k] = mergePatch(stored, patch).(map[string]any)
 	}
 	return h.encode(h.objects[k]), nil
+}
+
+// checkVersion is the API server's precondition: a write that carries a metadata.resourceVersion
+// other than the stored object's is refused with 409 Conflict (an empty one is none).
+func checkVersion(ref guest.ObjectRef, stored, sent map[string]any) error {
+	sentMeta, _ := sent["metadata"].(map[string]any)
+	version, _ := sentMeta["resourceVersion"].(string)
+	if version == "" {
+		return nil
+	}
+	storedMeta, _ := stored["metadata"].(map[string]any)
+	if live, _ := storedMeta["resourceVersion"].(string); live != version {
+		return guest.API(409, "Conflict", fmt.Sprintf("Operation cannot be fulfilled on %s %q: "+
+			"the object has been modified; please apply your changes to the latest version and "+
+			"try again", ref.Kind.Kind, ref.Name))
+	}
+	return nil
 }
 
 func roundTrip(value any) (any, error) {
