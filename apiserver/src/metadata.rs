@@ -1,4 +1,5 @@
-//! Validation of `metadata` as upstream's `ValidateObjectMeta` does it: the name rule of each
+//! Validation of `metadata` as upstream's `ValidateObjectMeta` does it: label keys (qualified
+//! names), the name rule of each
 //! kind, annotations (keys and total size), owner references and finalizer names; and the
 //! `immutable` flag of ConfigMaps and Secrets. Each problem is one 422 cause, written
 //! `field: Reason: detail` as upstream's field errors.
@@ -7,7 +8,6 @@ use serde_json::Value;
 
 use crate::resources::Resource;
 use crate::util::validate_subdomain;
-use crate::validation::label_key_problem;
 
 /// The most bytes annotations may hold, keys and values together (upstream
 /// `TotalAnnotationSizeLimitB`).
@@ -20,20 +20,18 @@ const STANDARD_FINALIZERS: [&str; 3] = ["kubernetes", "orphan", "foregroundDelet
 const IMMUTABLE: &str = "field is immutable when `immutable` is set";
 
 /// Why `name` is not a valid name for `res`, as upstream's name function of the kind says it:
-/// a DNS-1123 label for Namespaces, a DNS-1035 label for Services, a DNS-1123 subdomain
-/// otherwise. Empty when it is valid.
+/// a DNS-1123 label for Namespaces and Services (a 1.36 server no longer asks a Service for a
+/// DNS-1035 label: `1web` is accepted), a DNS-1123 subdomain otherwise. Empty when it is valid.
 pub fn name_problems(res: &Resource, name: &str) -> Vec<String> {
     let core = res.group.is_empty() && res.crd.is_none();
     match res.kind.as_str() {
-        "Namespace" if core => dns_label_problems(name, false),
-        "Service" if core => dns_label_problems(name, true),
+        "Namespace" | "Service" if core => dns_label_problems(name),
         _ => validate_subdomain(name).err().into_iter().collect(),
     }
 }
 
-/// Upstream's `IsDNS1123Label` (or `IsDNS1035Label` when `dns1035`): at most 63 characters of
-/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?` (`[a-z]([-a-z0-9]*[a-z0-9])?`).
-fn dns_label_problems(name: &str, dns1035: bool) -> Vec<String> {
+/// Upstream's `IsDNS1123Label`: at most 63 characters of `[a-z0-9]([-a-z0-9]*[a-z0-9])?`.
+fn dns_label_problems(name: &str) -> Vec<String> {
     let mut problems = Vec::new();
     if name.len() > 63 {
         problems.push("must be no more than 63 characters".to_string());
@@ -41,22 +39,10 @@ fn dns_label_problems(name: &str, dns1035: bool) -> Vec<String> {
     let bytes = name.as_bytes();
     let inner = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-';
     let end = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-    let first_ok = if dns1035 {
-        bytes.first().is_some_and(u8::is_ascii_lowercase)
-    } else {
-        bytes.first().is_some_and(end)
-    };
-    if first_ok && bytes.last().is_some_and(end) && bytes.iter().all(inner) {
+    if bytes.first().is_some_and(end) && bytes.last().is_some_and(end) && bytes.iter().all(inner) {
         return problems;
     }
-    if dns1035 {
-        problems.push(
-            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start \
-             with an alphabetic character, and end with an alphanumeric character (e.g. \
-             'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
-                .into(),
-        );
-    } else if name.len() <= 253 && validate_subdomain(name).is_ok() {
+    if name.len() <= 253 && validate_subdomain(name).is_ok() {
         // A valid subdomain that is no label: the dots are the problem.
         problems.push("must not contain dots".into());
     } else {
@@ -68,6 +54,49 @@ fn dns_label_problems(name: &str, dns1035: bool) -> Vec<String> {
         );
     }
     problems
+}
+
+/// Why `key` is not a valid label key (upstream's qualified name: an optional DNS-1123
+/// subdomain prefix and `/`, then a name of at most 63 characters), or `None`.
+pub(crate) fn label_key_problem(key: &str) -> Option<String> {
+    let (prefix, name) = match key.split_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    if let Some(prefix) = prefix {
+        if prefix.is_empty() {
+            return Some("prefix part must be non-empty".into());
+        }
+        if let Err(why) = validate_subdomain(prefix) {
+            return Some(format!("prefix part {why}"));
+        }
+    }
+    if name.is_empty() {
+        return Some("name part must be non-empty".into());
+    }
+    if name.len() > 63 {
+        return Some("name part must be no more than 63 bytes".into());
+    }
+    if !label_shaped(name) {
+        return Some(
+            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start \
+             and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or \
+             '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+                .into(),
+        );
+    }
+    None
+}
+
+/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`.
+pub(crate) fn label_shaped(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let end = |b: &u8| b.is_ascii_alphanumeric();
+    bytes.first().is_some_and(end)
+        && bytes.last().is_some_and(end)
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(b))
 }
 
 /// The problems of `metadata.annotations`, `metadata.ownerReferences` and
@@ -127,7 +156,7 @@ fn annotation_problems(obj: &Value) -> Vec<String> {
         .sum();
     if total > MAX_ANNOTATION_BYTES {
         problems.push(format!(
-            "metadata.annotations: Too long: must have at most {MAX_ANNOTATION_BYTES} bytes"
+            "metadata.annotations: Too long: may not be more than {MAX_ANNOTATION_BYTES} bytes"
         ));
     }
     problems
@@ -253,8 +282,14 @@ mod tests {
             name_problems(&res("namespaces"), "a.b"),
             ["must not contain dots"]
         );
-        assert!(name_problems(&res("services"), "a.b")[0].starts_with("a DNS-1035 label"));
-        assert!(name_problems(&res("services"), "1abc")[0].starts_with("a DNS-1035 label"));
+        assert_eq!(
+            name_problems(&res("services"), "a.b"),
+            ["must not contain dots"]
+        );
+        assert!(name_problems(&res("services"), "1abc").is_empty());
+        assert!(
+            name_problems(&res("services"), "Web")[0].starts_with("a lowercase RFC 1123 label")
+        );
         assert!(name_problems(&res("configmaps"), "a.b").is_empty());
         assert_eq!(
             name_problems(&res("namespaces"), &"a".repeat(64)),
@@ -285,7 +320,7 @@ mod tests {
         let big = cm(json!({"annotations": {"k": "x".repeat(MAX_ANNOTATION_BYTES)}}));
         assert_eq!(
             meta_problems(&res("configmaps"), &big),
-            ["metadata.annotations: Too long: must have at most 262144 bytes"]
+            ["metadata.annotations: Too long: may not be more than 262144 bytes"]
         );
         let at_limit = cm(json!({"annotations": {"k": "x".repeat(MAX_ANNOTATION_BYTES - 1)}}));
         assert!(meta_problems(&res("configmaps"), &at_limit).is_empty());

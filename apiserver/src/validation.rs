@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
-use crate::metadata;
+use crate::metadata::{self, label_key_problem, label_shaped};
 use crate::resources::Resource;
 use crate::util::base64;
 
@@ -142,38 +142,6 @@ fn data_problems(res: &Resource, obj: &Value) -> Vec<String> {
     problems
 }
 
-/// Why `key` is not a valid label key (upstream's qualified name: an optional DNS-1123
-/// subdomain prefix and `/`, then a name of at most 63 characters), or `None`.
-pub(crate) fn label_key_problem(key: &str) -> Option<String> {
-    let (prefix, name) = match key.split_once('/') {
-        Some((prefix, name)) => (Some(prefix), name),
-        None => (None, key),
-    };
-    if let Some(prefix) = prefix {
-        if prefix.is_empty() {
-            return Some("prefix part must be non-empty".into());
-        }
-        if let Err(why) = crate::util::validate_subdomain(prefix) {
-            return Some(format!("prefix part {why}"));
-        }
-    }
-    if name.is_empty() {
-        return Some("name part must be non-empty".into());
-    }
-    if name.len() > 63 {
-        return Some("name part must be no more than 63 bytes".into());
-    }
-    if !label_shaped(name) {
-        return Some(
-            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start \
-             and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or \
-             '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
-                .into(),
-        );
-    }
-    None
-}
-
 /// Why `value` is not a valid label value (empty, or at most 63 label characters), or `None`.
 fn label_value_problem(value: &str) -> Option<String> {
     if value.len() > 63 {
@@ -189,17 +157,6 @@ fn label_value_problem(value: &str) -> Option<String> {
         );
     }
     None
-}
-
-/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`.
-fn label_shaped(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    let end = |b: &u8| b.is_ascii_alphanumeric();
-    bytes.first().is_some_and(end)
-        && bytes.last().is_some_and(end)
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(b))
 }
 
 /// The bytes an object's data map holds: string lengths, or decoded lengths of base64 values.

@@ -268,7 +268,7 @@ async fn immutable_config_maps_and_secrets_keep_their_data_and_the_flag() {
 async fn names_lists_and_generated_names_follow_upstream_rules() {
     let s = server().await;
     let h = Http::new(&s);
-    // A namespace name is a DNS-1123 label, a Service name a DNS-1035 label.
+    // Namespace and Service names are DNS-1123 labels (a Service may start with a digit).
     let (code, status) = h
         .post(
             "/api/v1/namespaces",
@@ -290,6 +290,10 @@ async fn names_lists_and_generated_names_follow_upstream_rules() {
         causes(&status),
         [pair("metadata.name", "FieldValueInvalid")]
     );
+    let mut digit = service.clone();
+    digit["metadata"]["name"] = json!("1web");
+    let (code, created) = h.post("/api/v1/namespaces/default/services", &digit).await;
+    assert_eq!(code, 201, "{created}");
     // A generated name is at most 63 characters: the prefix is cut to 58.
     let mut generated = configmap("", json!({}));
     generated["metadata"] = json!({"generateName": "g".repeat(70)});
