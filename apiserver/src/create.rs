@@ -9,10 +9,11 @@ use crate::defaults;
 use crate::error::ApiError;
 use crate::events;
 use crate::generation;
+use crate::metadata;
 use crate::patch;
 use crate::resources::{Resource, crd_resources};
 use crate::store::Mutation;
-use crate::util::{name_suffix, new_uid, now_rfc3339, validate_subdomain};
+use crate::util::{name_suffix, new_uid, now_rfc3339};
 use crate::validation;
 
 impl Cluster {
@@ -52,7 +53,9 @@ impl Cluster {
         let name = match meta.get("name").and_then(Value::as_str) {
             Some(n) if !n.is_empty() => n.to_string(),
             _ => match meta.get("generateName").and_then(Value::as_str) {
-                Some(prefix) if !prefix.is_empty() => format!("{prefix}{}", name_suffix()),
+                Some(prefix) if !prefix.is_empty() => {
+                    format!("{}{}", generate_name_base(prefix), name_suffix())
+                }
                 _ => {
                     return Err(ApiError::invalid(
                         &res.kind,
@@ -62,13 +65,14 @@ impl Cluster {
                 }
             },
         };
-        validate_subdomain(&name).map_err(|why| {
-            ApiError::invalid(
-                &res.kind,
-                &name,
-                format!("metadata.name: Invalid value: \"{name}\": {why}"),
-            )
-        })?;
+        let problems = metadata::name_problems(res, &name);
+        if !problems.is_empty() {
+            let problems = problems
+                .iter()
+                .map(|why| format!("metadata.name: Invalid value: \"{name}\": {why}"))
+                .collect();
+            return Err(ApiError::invalid_all(&res.kind, &name, problems));
+        }
         if res.namespaced {
             match meta.get("namespace").and_then(Value::as_str) {
                 Some(n) if !n.is_empty() && n != ns => {
@@ -84,6 +88,13 @@ impl Cluster {
         } else {
             meta.remove("namespace");
         }
+        // Upstream's storage refuses a create that carries a resourceVersion (a 500 with no
+        // reason); a dry run never reaches it, and apply creates from the live-object path.
+        let sent_rv = meta
+            .get("resourceVersion")
+            .and_then(Value::as_str)
+            .and_then(|rv| rv.parse::<u64>().ok())
+            .is_some_and(|rv| rv != 0);
         let now = now_rfc3339();
         meta.insert("name".into(), json!(name));
         meta.insert("uid".into(), json!(new_uid()));
@@ -109,6 +120,13 @@ impl Cluster {
         defaults::apply(res, &mut obj);
         validation::normalize(res, &mut obj);
         validation::validate(res, &obj)?;
+        if sent_rv && !opts.dry_run && !opts.applied {
+            return Err(ApiError::Unclassified(format!(
+                "resourceVersion should not be set on objects to be created (the {} `{name}` \
+                 carries one); send the create without metadata.resourceVersion",
+                res.kind
+            )));
+        }
         if !opts.applied {
             patch::record_update(None, &mut obj, &opts.field_manager, &now);
         }
@@ -180,6 +198,20 @@ impl Cluster {
         }
         Ok(None)
     }
+}
+
+/// The most characters of a `generateName` prefix kept: with the 5 random characters the name
+/// is at most 63 (upstream's `maxGeneratedNameLength`).
+const MAX_GENERATED_PREFIX: usize = 58;
+
+/// The `generateName` prefix, cut to [`MAX_GENERATED_PREFIX`] bytes as upstream's name generator
+/// cuts it (at a character boundary; a longer non-ASCII prefix is no valid name anyway).
+fn generate_name_base(prefix: &str) -> &str {
+    let mut end = prefix.len().min(MAX_GENERATED_PREFIX);
+    while !prefix.is_char_boundary(end) {
+        end -= 1;
+    }
+    &prefix[..end]
 }
 
 /// The status a CRD gets when it is accepted: names accepted, established, its storage

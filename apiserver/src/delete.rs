@@ -10,6 +10,10 @@ use crate::resources::Resource;
 use crate::store::{Mutation, ObjKey};
 use crate::util::now_rfc3339;
 
+/// The namespaces upstream's NamespaceLifecycle admission never lets go (403 Forbidden, dry
+/// runs included).
+const IMMORTAL_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];
+
 /// The finalizer of a foreground deletion.
 pub(crate) const FOREGROUND: &str = "foregroundDeletion";
 
@@ -49,6 +53,13 @@ impl Cluster {
     ) -> Result<(Bytes, bool, Bytes), ApiError> {
         let ns_key = if res.namespaced { ns } else { "" };
         let table = res.table();
+        if *table == *NAMESPACES && IMMORTAL_NAMESPACES.contains(&name) {
+            return Err(ApiError::ForbiddenObject {
+                resource: res.group_resource(),
+                name: name.to_string(),
+                message: "this namespace may not be deleted".into(),
+            });
+        }
         let would_delete = std::cell::Cell::new(false);
         let uid = self
             .store

@@ -48,14 +48,14 @@ pub enum ApiError {
         causes: Vec<Value>,
     },
     /// 422 Invalid: the object fails validation.
-    #[error("{kind} \"{name}\" is invalid: {message}")]
+    #[error("{kind} \"{name}\" is invalid: {}", aggregate(problems))]
     Invalid {
         /// The kind of the object.
         kind: String,
         /// The object name.
         name: String,
-        /// The failing field and why.
-        message: String,
+        /// Each failing field and why (`metadata.name: Invalid value: …`), one cause each.
+        problems: Vec<String>,
     },
     /// 413 RequestEntityTooLarge: the request body is over the 3 MiB a real server reads.
     #[error("Request entity too large: {0}")]
@@ -83,6 +83,16 @@ pub enum ApiError {
     /// 403 Forbidden: e.g. creating in a terminating namespace.
     #[error("{0}")]
     Forbidden(String),
+    /// 403 Forbidden naming the object, as upstream's `NewForbidden` (an immortal namespace).
+    #[error("{resource} \"{name}\" is forbidden: {message}")]
+    ForbiddenObject {
+        /// The resource (plural, with group).
+        resource: String,
+        /// The object name.
+        name: String,
+        /// Why it is forbidden.
+        message: String,
+    },
     /// 405 MethodNotAllowed: the verb is not served for this path.
     #[error("{0}")]
     MethodNotAllowed(String),
@@ -92,6 +102,10 @@ pub enum ApiError {
     /// 500 InternalError.
     #[error("Internal error occurred: {0}")]
     Internal(String),
+    /// 500 with no reason: what upstream answers for a storage error it does not classify
+    /// (a create that carries a resourceVersion).
+    #[error("{0}")]
+    Unclassified(String),
     /// 503 ServiceUnavailable: the server cannot serve the request now (no `Retry-After`).
     #[error("{0}")]
     ServiceUnavailable(String),
@@ -121,9 +135,9 @@ impl ApiError {
             ApiError::TooManyRequests { .. } => 429,
             ApiError::MethodNotAllowed(_) => 405,
             ApiError::Unauthorized(_) => 401,
-            ApiError::Forbidden(_) => 403,
+            ApiError::Forbidden(_) | ApiError::ForbiddenObject { .. } => 403,
             ApiError::UnsupportedMediaType(_) => 415,
-            ApiError::Internal(_) => 500,
+            ApiError::Internal(_) | ApiError::Unclassified(_) => 500,
             ApiError::ServiceUnavailable(_) => 503,
             ApiError::TooLargeResourceVersion { .. } => 504,
         }
@@ -143,9 +157,10 @@ impl ApiError {
             ApiError::TooManyRequests { .. } => "TooManyRequests",
             ApiError::MethodNotAllowed(_) => "MethodNotAllowed",
             ApiError::Unauthorized(_) => "Unauthorized",
-            ApiError::Forbidden(_) => "Forbidden",
+            ApiError::Forbidden(_) | ApiError::ForbiddenObject { .. } => "Forbidden",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::Internal(_) => "InternalError",
+            ApiError::Unclassified(_) => "",
             ApiError::ServiceUnavailable(_) => "ServiceUnavailable",
             ApiError::TooLargeResourceVersion { .. } => "Timeout",
         }
@@ -162,10 +177,17 @@ impl ApiError {
             "reason": self.reason(),
             "code": self.code(),
         });
+        if self.reason().is_empty() {
+            // Upstream's `StatusReasonUnknown` is the empty string, left out of the body.
+            if let Some(o) = status.as_object_mut() {
+                o.remove("reason");
+            }
+        }
         let details = match self {
             ApiError::NotFound { resource, name }
             | ApiError::AlreadyExists { resource, name }
-            | ApiError::Conflict { resource, name, .. } => Some(details(resource, name)),
+            | ApiError::Conflict { resource, name, .. }
+            | ApiError::ForbiddenObject { resource, name, .. } => Some(details(resource, name)),
             ApiError::FieldConflict {
                 resource,
                 name,
@@ -179,8 +201,8 @@ impl ApiError {
             ApiError::Invalid {
                 kind,
                 name,
-                message,
-            } => Some(invalid_details(kind, name, message)),
+                problems,
+            } => Some(invalid_details(kind, name, problems)),
             ApiError::TooManyRequests {
                 retry_after_secs, ..
             } => Some(json!({"retryAfterSeconds": retry_after_secs})),
@@ -205,13 +227,26 @@ impl ApiError {
         }
     }
 
-    /// Shorthand for an Invalid.
+    /// Shorthand for an Invalid with one cause.
     pub fn invalid(kind: &str, name: &str, message: impl Into<String>) -> Self {
+        Self::invalid_all(kind, name, vec![message.into()])
+    }
+
+    /// An Invalid with one cause per problem, in order (upstream's field error list).
+    pub fn invalid_all(kind: &str, name: &str, problems: Vec<String>) -> Self {
         ApiError::Invalid {
             kind: kind.to_string(),
             name: name.to_string(),
-            message: message.into(),
+            problems,
         }
+    }
+}
+
+/// Upstream's aggregate error text: one problem as is, several as `[a, b]`.
+fn aggregate(problems: &[String]) -> String {
+    match problems {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
     }
 }
 
@@ -231,7 +266,7 @@ fn details(resource: &str, name: &str) -> Value {
 /// message `Invalid value: "x": …` (`Required value` is `FieldValueRequired`, `Too long`
 /// `FieldValueTooLong`, `Forbidden` `FieldValueForbidden`, `Unsupported value`
 /// `FieldValueNotSupported`).
-fn invalid_details(kind: &str, name: &str, message: &str) -> Value {
+fn invalid_details(kind: &str, name: &str, problems: &[String]) -> Value {
     let (kind, group) = kind.split_once('.').unwrap_or((kind, ""));
     let mut details = json!({"kind": kind});
     if !name.is_empty() {
@@ -259,7 +294,7 @@ fn invalid_details(kind: &str, name: &str, message: &str) -> Value {
         .map_or("FieldValueInvalid", |(_, reason)| reason);
         json!({"reason": reason, "message": rest, "field": field})
     };
-    details["causes"] = json!([cause(message)]);
+    details["causes"] = problems.iter().map(|p| cause(p.as_str())).collect();
     details
 }
 

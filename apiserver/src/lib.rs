@@ -14,6 +14,7 @@ pub mod field_selector;
 mod gc;
 mod generation;
 mod http;
+mod metadata;
 pub mod patch;
 mod patching;
 mod resources;

@@ -42,6 +42,7 @@ impl Cluster {
                     "fieldManager: Required value: is required for apply patch",
                 ));
             }
+            check_apply_type(&body)?;
             let ns_key = if res.namespaced { ns } else { "" };
             let exists = self.store.get(&res.table(), ns_key, name).is_some();
             if !exists {
@@ -53,6 +54,7 @@ impl Cluster {
                 let request = apply_request(res, opts, force);
                 let created = patch::apply(None, &applied, &request)
                     .map_err(|e| apply_error(res, name, e))?;
+                check_name(res, ns, name, &created)?;
                 return self.create(res, ns, created, opts).map(|b| (b, true));
             }
             let out = self.write(
@@ -66,8 +68,10 @@ impl Cluster {
                     let sent_rv = str_at(&applied, "/metadata/resourceVersion");
                     check_rv(res, name, current, sent_rv)?;
                     let request = apply_request(res, opts, force);
-                    patch::apply(Some(current), &applied, &request)
-                        .map_err(|e| apply_error(res, name, e))
+                    let out = patch::apply(Some(current), &applied, &request)
+                        .map_err(|e| apply_error(res, name, e))?;
+                    check_name(res, ns, name, &out)?;
+                    Ok(out)
                 },
                 part,
             )?;
@@ -97,10 +101,54 @@ impl Cluster {
             if sent.is_some() && sent != live {
                 check_rv(res, name, current, sent)?;
             }
+            check_name(res, ns, name, &patched)?;
             Ok(patched)
         }, part)?;
         Ok((out.bytes, false))
     }
+}
+
+/// An apply configuration names its `apiVersion` and `kind` (upstream's version check of
+/// apply answers 400 `invalid object type` without them).
+fn check_apply_type(body: &serde_json::Value) -> Result<(), ApiError> {
+    let text = |key: &str| {
+        body.get(key)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+    };
+    let (api_version, kind) = (text("apiVersion"), text("kind"));
+    if !api_version.is_empty() && !kind.is_empty() {
+        return Ok(());
+    }
+    // Upstream prints the group-version-kind as Go does: `group/version, Kind=kind`.
+    let group_version = if api_version.contains('/') {
+        api_version.to_string()
+    } else {
+        format!("/{api_version}")
+    };
+    Err(ApiError::BadRequest(format!(
+        "invalid object type: {group_version}, Kind={kind}; an apply configuration names its \
+         apiVersion and kind"
+    )))
+}
+
+/// The patched object keeps the URL's name and namespace (upstream's `checkName` after the
+/// patch): a patch that renames it is 400.
+fn check_name(
+    res: &Resource,
+    ns: &str,
+    name: &str,
+    patched: &serde_json::Value,
+) -> Result<(), ApiError> {
+    if let Some(patched_name) = str_at(patched, "/metadata/name")
+        && patched_name != name
+    {
+        return Err(ApiError::BadRequest(format!(
+            "the name of the object ({patched_name}) does not match the name on the URL \
+             ({name}); an object cannot be renamed: create one under the new name"
+        )));
+    }
+    crate::update::check_namespace(res, ns, patched)
 }
 
 fn apply_request(res: &Resource, opts: &WriteOptions, force: bool) -> patch::ApplyRequest {

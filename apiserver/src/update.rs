@@ -35,6 +35,10 @@ impl Cluster {
             }
             _ => {}
         }
+        check_namespace(res, ns, &obj)?;
+        let sent_uid = str_at(&obj, "/metadata/uid")
+            .filter(|u| !u.is_empty())
+            .map(str::to_string);
         let sent_rv = str_at(&obj, "/metadata/resourceVersion").map(str::to_string);
         if sent_rv.as_deref().is_none_or(str::is_empty) && !res.allows_unconditional_update() {
             return Err(ApiError::invalid(
@@ -49,6 +53,7 @@ impl Cluster {
             name,
             opts,
             move |current| {
+                check_uid(res, name, current, sent_uid.as_deref())?;
                 check_rv(res, name, current, sent_rv.as_deref())?;
                 Ok(obj)
             },
@@ -120,7 +125,7 @@ impl Cluster {
             // Kept from the stored object, so unchanged and not newly owned by this writer.
             defaults::allocate(res, &mut next, Some(&current));
             validation::normalize(res, &mut next);
-            validation::validate(res, &next)?;
+            validation::validate_update(res, &current, &next)?;
             no_new_finalizers_while_deleting(res, name, &current, &next)?;
             if *table == *CRDS {
                 crd_resources(&next).map_err(|m| ApiError::invalid(&res.kind, name, m))?;
@@ -182,6 +187,42 @@ fn comparable(v: &Value) -> Value {
         }
     }
     v
+}
+
+/// A body naming another namespace than the URL is refused (upstream's `checkName`); one
+/// naming none is written to the URL's.
+pub(crate) fn check_namespace(res: &Resource, ns: &str, obj: &Value) -> Result<(), ApiError> {
+    match str_at(obj, "/metadata/namespace") {
+        Some(n) if res.namespaced && !n.is_empty() && n != ns => {
+            Err(ApiError::BadRequest(format!(
+                "the namespace of the object ({n}) does not match the namespace on the request \
+                 ({ns}); send it to /namespaces/{n}/... or drop metadata.namespace"
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A uid in the body is a precondition (upstream's `DefaultUpdatedObjectInfo`): another
+/// object's uid is 409 Conflict.
+fn check_uid(
+    res: &Resource,
+    name: &str,
+    current: &Value,
+    sent: Option<&str>,
+) -> Result<(), ApiError> {
+    let have = str_at(current, "/metadata/uid").unwrap_or_default();
+    match sent {
+        Some(uid) if uid != have => Err(ApiError::Conflict {
+            resource: res.group_resource(),
+            name: name.to_string(),
+            message: format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {have}; \
+                 metadata.uid cannot change: drop it or send the live object's uid"
+            ),
+        }),
+        _ => Ok(()),
+    }
 }
 
 pub(crate) fn check_rv(

@@ -1,10 +1,12 @@
 //! Kind-specific normalisation and validation a real API server applies to every write:
-//! a Secret's `stringData` folded into `data`, label keys and values, ConfigMap and Secret data
-//! keys, and the 1 MiB limit on ConfigMap and Secret data.
+//! a Secret's `stringData` folded into `data`, label keys and values, the metadata rules of
+//! [`crate::metadata`], ConfigMap and Secret data keys, and the 1 MiB limit on ConfigMap and
+//! Secret data.
 
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
+use crate::metadata::{self, label_key_problem, label_shaped};
 use crate::resources::Resource;
 use crate::util::base64;
 
@@ -35,10 +37,22 @@ pub fn normalize(res: &Resource, obj: &mut Value) {
     }
 }
 
-/// Refuses what upstream's validation refuses for the kinds it covers: more than
+/// Refuses what upstream's validation refuses for the kinds it covers, as one 422 Invalid
+/// with a cause per problem in upstream's order: labels, then annotations, owner references and
+/// finalizers ([`crate::metadata`]), then ConfigMap and Secret data keys and more than
 /// [`MAX_DATA_BYTES`] of data in a ConfigMap (`data` plus decoded `binaryData`) or a Secret
-/// (decoded `data`), as 422 Invalid with upstream's field and message.
+/// (decoded `data`).
 pub fn validate(res: &Resource, obj: &Value) -> Result<(), ApiError> {
+    validate_write(res, obj, None)
+}
+
+/// [`validate`] of an update from `current`: also the `immutable` rule of ConfigMaps and
+/// Secrets, after the metadata problems as upstream's update validation orders them.
+pub fn validate_update(res: &Resource, current: &Value, obj: &Value) -> Result<(), ApiError> {
+    validate_write(res, obj, Some(current))
+}
+
+fn validate_write(res: &Resource, obj: &Value, current: Option<&Value>) -> Result<(), ApiError> {
     let name = obj
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -48,27 +62,44 @@ pub fn validate(res: &Resource, obj: &Value) -> Result<(), ApiError> {
     } else {
         format!("{}.{}", res.kind, res.group)
     };
-    if let Some(labels) = obj.pointer("/metadata/labels").and_then(Value::as_object) {
-        for (key, value) in labels {
+    let mut problems = label_problems(obj);
+    problems.extend(metadata::meta_problems(res, obj));
+    if let Some(current) = current {
+        problems.extend(metadata::immutable_problems(res, current, obj));
+    }
+    if res.group.is_empty() {
+        problems.extend(data_problems(res, obj));
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid_all(&kind, name, problems))
+    }
+}
+
+/// Each label's key must be a qualified name and its value a label value.
+fn label_problems(obj: &Value) -> Vec<String> {
+    let Some(labels) = obj.pointer("/metadata/labels").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    labels
+        .iter()
+        .filter_map(|(key, value)| {
             let value = value.as_str().unwrap_or_default();
-            let problem = label_key_problem(key)
+            label_key_problem(key)
                 .map(|why| format!("Invalid value: \"{key}\": {why}"))
                 .or_else(|| {
                     label_value_problem(value)
                         .map(|why| format!("Invalid value: \"{value}\": {why}"))
-                });
-            if let Some(problem) = problem {
-                return Err(ApiError::invalid(
-                    &kind,
-                    name,
-                    format!("metadata.labels: {problem}"),
-                ));
-            }
-        }
-    }
-    if !res.group.is_empty() {
-        return Ok(());
-    }
+                })
+                .map(|problem| format!("metadata.labels: {problem}"))
+        })
+        .collect()
+}
+
+/// ConfigMap and Secret data keys are config keys, and their data holds at most 1 MiB.
+fn data_problems(res: &Resource, obj: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
     if matches!(res.kind.as_str(), "ConfigMap" | "Secret") {
         for field in ["data", "binaryData"] {
             for key in obj
@@ -83,15 +114,11 @@ pub fn validate(res: &Resource, obj: &Value) -> Result<(), ApiError> {
                         .bytes()
                         .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b));
                 if !valid {
-                    return Err(ApiError::invalid(
-                        &res.kind,
-                        name,
-                        format!(
-                            "{field}[{key}]: Invalid value: \"{key}\": a valid config key must \
-                             consist of alphanumeric characters, '-', '_' or '.' (e.g. \
-                             'key.name',  or 'KEY_NAME',  or 'key-name', regex used for \
-                             validation is '[-._a-zA-Z0-9]+')"
-                        ),
+                    problems.push(format!(
+                        "{field}[{key}]: Invalid value: \"{key}\": a valid config key must \
+                         consist of alphanumeric characters, '-', '_' or '.' (e.g. \
+                         'key.name',  or 'KEY_NAME',  or 'key-name', regex used for \
+                         validation is '[-._a-zA-Z0-9]+')"
                     ));
                 }
             }
@@ -103,52 +130,16 @@ pub fn validate(res: &Resource, obj: &Value) -> Result<(), ApiError> {
             "[]",
         ),
         "Secret" => (entry_bytes(obj.get("data"), true), "data"),
-        _ => return Ok(()),
+        _ => return problems,
     };
     if total > MAX_DATA_BYTES {
-        return Err(ApiError::invalid(
-            &res.kind,
-            name,
-            format!(
-                "{field}: Too long: may not be more than {MAX_DATA_BYTES} bytes ({total} bytes \
-                 sent); a {} holds at most 1 MiB of data: split it or store the data elsewhere",
-                res.kind
-            ),
+        problems.push(format!(
+            "{field}: Too long: may not be more than {MAX_DATA_BYTES} bytes ({total} bytes \
+             sent); a {} holds at most 1 MiB of data: split it or store the data elsewhere",
+            res.kind
         ));
     }
-    Ok(())
-}
-
-/// Why `key` is not a valid label key (upstream's qualified name: an optional DNS-1123
-/// subdomain prefix and `/`, then a name of at most 63 characters), or `None`.
-fn label_key_problem(key: &str) -> Option<String> {
-    let (prefix, name) = match key.split_once('/') {
-        Some((prefix, name)) => (Some(prefix), name),
-        None => (None, key),
-    };
-    if let Some(prefix) = prefix {
-        if prefix.is_empty() {
-            return Some("prefix part must be non-empty".into());
-        }
-        if let Err(why) = crate::util::validate_subdomain(prefix) {
-            return Some(format!("prefix part {why}"));
-        }
-    }
-    if name.is_empty() {
-        return Some("name part must be non-empty".into());
-    }
-    if name.len() > 63 {
-        return Some("name part must be no more than 63 bytes".into());
-    }
-    if !label_shaped(name) {
-        return Some(
-            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start \
-             and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or \
-             '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
-                .into(),
-        );
-    }
-    None
+    problems
 }
 
 /// Why `value` is not a valid label value (empty, or at most 63 label characters), or `None`.
@@ -166,17 +157,6 @@ fn label_value_problem(value: &str) -> Option<String> {
         );
     }
     None
-}
-
-/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`.
-fn label_shaped(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    let end = |b: &u8| b.is_ascii_alphanumeric();
-    bytes.first().is_some_and(end)
-        && bytes.last().is_some_and(end)
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(b))
 }
 
 /// The bytes an object's data map holds: string lengths, or decoded lengths of base64 values.

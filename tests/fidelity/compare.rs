@@ -113,8 +113,11 @@ pub fn normalise(value: &mut Value) {
                         }
                     }
                     ("name", Value::String(name)) if generate_name.is_some() => {
-                        let prefix = generate_name.as_deref().unwrap_or_default();
-                        if name.starts_with(prefix) && name.len() > prefix.len() {
+                        // A server keeps at most 58 characters of the prefix (upstream's
+                        // maxGeneratedNameLength), so a generated name is at most 63.
+                        let whole = generate_name.as_deref().unwrap_or_default();
+                        let prefix = whole.get(..58).unwrap_or(whole);
+                        if name.starts_with(prefix) && name.len() == prefix.len() + 5 {
                             *field = format!("{prefix}<suffix>").into();
                         }
                     }

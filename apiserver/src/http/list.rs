@@ -178,10 +178,13 @@ pub(super) fn list(
     let store = &app.cluster.store;
     let res = &target.res;
     let filter = Filter::from_query(query, res)?;
+    // As upstream, a limit of zero or below is no limit.
     let limit: usize = match query.get("limit") {
-        Some(l) => l.parse().map_err(|_| {
-            ApiError::BadRequest(format!("limit `{l}` is not a non-negative integer"))
-        })?,
+        Some(l) => l
+            .parse::<i64>()
+            .map_err(|_| ApiError::BadRequest(format!("limit `{l}` is not an integer")))?
+            .try_into()
+            .unwrap_or(0),
         None => 0,
     };
     let mut after = None;

@@ -12,3 +12,4 @@ mod kubectl;
 mod list_watch;
 mod objects;
 mod python_client;
+mod upstream_answers;
