@@ -52,9 +52,9 @@ endef
 UNSHARED := env -u MAKEFLAGS -u MFLAGS STEP_PREFIX=1
 SUITE := $(UNSHARED) $(MAKE) --no-print-directory
 test-steps:
-	$(SUITE) -j2 suite-e2e-real suite-go-test suite-static-check
+	$(SUITE) -j2 suite-e2e-real suite-go-test suite-js-test suite-static-check
 
-.PHONY: $(addprefix suite-,deps fmt guests-rust wit-c test-build unit-run e2e-real go-test static-check \
+.PHONY: $(addprefix suite-,deps fmt guests-rust wit-c test-build unit-run e2e-real go-test js-test static-check \
 	control-plane $(GUEST_LANGUAGES:%=guests-%))
 suite-deps:
 	$(SUITE) deps
@@ -79,6 +79,8 @@ suite-e2e-real: suite-unit-run suite-control-plane
 	$(SUITE) e2e-real
 suite-go-test: suite-guests-go
 	$(SUITE) go-test
+suite-js-test: suite-guests-js
+	$(SUITE) js-test
 suite-static-check: suite-test-build
 	STATIC_NICE=19 CARGO_TARGET_DIR=$(CURDIR)/target/static-check $(SUITE) static-check
 
@@ -196,6 +198,11 @@ go-test:
 soak-replicas: control-plane
 	E2E_BACKEND=real FAULT_SEEDS=random:$(or $(SOAK_SEEDS),100) $(CARGO) test --workspace --locked \
 	  --test e2e -- replica_faults:: --nocapture --test-threads 1
+
+## The JavaScript SDK's own tests with the host's imports faked: Node's runner, no component built.
+.PHONY: js-test
+js-test:
+	$(STEP) js-test node --test guest-sdk/javascript/tests/reconciler.test.mjs
 
 ## The static reconcile-host the container image holds (x86_64-unknown-linux-musl, release):
 ## target/static/reconcile-host. The Dockerfile's build stage runs the same script.
