@@ -7,8 +7,8 @@
 //! sharded mode.
 //!
 //! The suite runs fixed seeds. `FAULT_SEEDS` picks others (`7,12` or `random:50`),
-//! `FAULT_DURATIONS=default` uses client-go's Lease durations, `FAULT_SECONDS` sets how long
-//! faults run; `make soak-replicas` runs random seeds, and a failing seed runs again with
+//! `FAULT_DURATIONS=default` uses client-go's Lease durations (`4000,3000,1000` sets them in ms),
+//! `FAULT_SECONDS` sets how long faults run, `FAULT_HOST_BINARY` runs another build of the host; `make soak-replicas` runs random seeds, and a failing seed runs again with
 //! `FAULT_SEEDS=<seed> E2E_BACKEND=real cargo test -p end-to-end --test e2e replica_faults::<mode>`.
 
 use std::time::Duration;
@@ -16,7 +16,7 @@ use std::time::Duration;
 use crate::common::backend::Backend as ApiServer;
 use crate::common::faults::checker::Mode;
 use crate::common::faults::replicas::Durations;
-use crate::common::faults::{Settings, run};
+use crate::common::faults::run::{Settings, run};
 use crate::common::host::scratch;
 use embedded_apiserver::Config;
 
@@ -35,10 +35,7 @@ async fn sharded_mode_keeps_its_fences_and_loses_no_key_under_seeded_faults() {
 
 async fn faults(mode: Mode) {
     let seeds = seeds();
-    let durations = match std::env::var("FAULT_DURATIONS").as_deref() {
-        Ok("default") => Durations::DEFAULT,
-        _ => Durations::SHORT,
-    };
+    let durations = durations();
     let seconds = std::env::var("FAULT_SECONDS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -71,23 +68,51 @@ async fn faults(mode: Mode) {
         }
     }
     println!("{mode:?}: {faults} faults, {writes} witness writes checked");
+    let backend = if server.is_real() { "real" } else { "embedded" };
+    let test = match mode {
+        Mode::Leader => "leader",
+        Mode::Sharded => "sharded",
+    };
+    let (lease, renew, retry) = (
+        durations.lease.as_millis(),
+        durations.renew.as_millis(),
+        durations.retry.as_millis(),
+    );
     assert!(
         failed.is_empty(),
         "{mode:?} mode failed the fault checker for seeds {failed:?} (reports above; replica \
-         logs in target/fault-runs/); run one again with FAULT_SEEDS=<seed>{} E2E_BACKEND={} \
-         cargo test -p end-to-end --test e2e replica_faults::{}",
-        if durations.lease == Durations::DEFAULT.lease {
-            " FAULT_DURATIONS=default"
-        } else {
-            ""
-        },
-        if server.is_real() { "real" } else { "embedded" },
-        match mode {
-            Mode::Leader => "leader",
-            Mode::Sharded => "sharded",
-        }
+         logs in target/fault-runs/); run one again with FAULT_SEEDS=<seed> \
+         FAULT_DURATIONS={lease},{renew},{retry} FAULT_SECONDS={seconds} E2E_BACKEND={backend} \
+         cargo test -p end-to-end --test e2e replica_faults::{test}"
     );
     assert!(writes > 0, "no witness write was observed");
+}
+
+/// `FAULT_DURATIONS`: `short` (the suite's), `default` (client-go's), or `<lease>,<renew>,<retry>`
+/// in milliseconds.
+fn durations() -> Durations {
+    match std::env::var("FAULT_DURATIONS").as_deref() {
+        Err(_) | Ok("short") => Durations::SHORT,
+        Ok("default") => Durations::DEFAULT,
+        Ok(text) => {
+            let ms: Vec<u64> = text
+                .split(',')
+                .map(|n| {
+                    n.trim()
+                        .parse()
+                        .expect("FAULT_DURATIONS=<lease>,<renew>,<retry> in ms")
+                })
+                .collect();
+            let [lease, renew, retry] = ms[..] else {
+                panic!("FAULT_DURATIONS=<lease>,<renew>,<retry> in ms, e.g. 4000,3000,1000");
+            };
+            Durations {
+                lease: Duration::from_millis(lease),
+                renew: Duration::from_millis(renew),
+                retry: Duration::from_millis(retry),
+            }
+        }
+    }
 }
 
 /// `FAULT_SEEDS`: `a,b,c`, or `random:<count>` (seeds from the clock, printed); the suite's

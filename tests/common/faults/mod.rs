@@ -9,8 +9,6 @@ pub mod observer;
 pub mod proxy;
 pub mod replicas;
 pub mod ring;
-mod run;
+pub mod run;
 pub mod schedule;
 mod world;
-
-pub use run::{Settings, run};

@@ -58,10 +58,9 @@ pub fn owner<'a, S: AsRef<str>>(members: &'a [S], plugin: &str, key: &str) -> Op
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     #[test]
     fn the_ring_matches_the_documented_format() {
+        use super::{owner, ring_id};
         // The values the host's own ring pins as part of the format.
         assert_eq!(ring_id(&["b", "a", "c", "a"]), "a69ac702acfd34eb");
         assert_eq!(owner(&["a", "b", "c"], "website", "default/web"), Some("b"));

@@ -144,10 +144,9 @@ pub fn schedule(seed: u64, total: Duration, lease: Duration) -> Vec<Step> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     #[test]
     fn a_seed_gives_one_schedule_and_seeds_differ() {
+        use super::{Duration, Fault, schedule};
         let lease = Duration::from_secs(2);
         let total = Duration::from_secs(60);
         let one = schedule(7, total, lease);
