@@ -102,7 +102,7 @@ impl Replicas {
         *count += 1;
         let dir = self.dir.join(&name);
         std::fs::create_dir_all(&dir).expect("replica dir");
-        let env = format!("{{REPLICA: {name}}}");
+        let env = format!("{{REPLICA: {name}, WITNESS: \"true\"}}");
         let grants = format!(
             "[{{apiVersion: v1, kind: ConfigMap, verbs: [get, patch], namespaces: [{}]}}]",
             self.namespace

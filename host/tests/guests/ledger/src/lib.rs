@@ -1,8 +1,8 @@
 //! Test guest for the scale-out tests. For each ConfigMap it reconciles it logs
 //! `ledger begin <namespace>/<name> v=<data.v> at=<µs since the epoch>`, computes for `data.ms`
 //! milliseconds, records `data.v` in the annotation `ledger.test/seen` (and the replica, the
-//! manifest's env `REPLICA`, in `ledger.test/by`, and the reconcile's start in µs since the epoch
-//! in `ledger.test/begin`) unless it is there already, then logs
+//! manifest's env `REPLICA`, in `ledger.test/by`, and, with env `WITNESS=true`, the reconcile's
+//! start in µs since the epoch in `ledger.test/begin`) unless it is there already, then logs
 //! `ledger end ... wrote=<ok|skip>`. A refused write fails the reconcile after logging
 //! `ledger refused`. `data.us` adds microseconds of work; `data.quiet: "true"` logs nothing (the
 //! scale-out benchmark).
@@ -51,11 +51,14 @@ impl Reconciler for Ledger {
             "skip"
         } else {
             let replica = std::env::var("REPLICA").unwrap_or_default();
-            let patch = serde_json::json!({"metadata": {"annotations": {
+            let mut annotations = serde_json::json!({
                 "ledger.test/seen": version,
                 "ledger.test/by": replica,
-                "ledger.test/begin": begin.to_string(),
-            }}});
+            });
+            if std::env::var("WITNESS").as_deref() == Ok("true") {
+                annotations["ledger.test/begin"] = begin.to_string().into();
+            }
+            let patch = serde_json::json!({"metadata": {"annotations": annotations}});
             if let Err(error) = client::merge_patch(request.target(), &patch) {
                 info!("ledger refused {key} v={version} at={}", micros());
                 return Err(error);
