@@ -156,12 +156,13 @@ pub async fn run(server: &Backend, dir: &Path, seed: u64, settings: &Settings) -
     for slot in 0..settings.replicas {
         replicas.start(slot);
     }
+    let margin = settings.durations.lease - settings.durations.renew;
     let mut world = World::new(
         replicas,
         &proxy,
         server,
-        settings.replicas.min(2),
-        settings.max_replicas,
+        (settings.replicas.min(2), settings.max_replicas),
+        margin,
     );
     let mut unconverged = converge(&objects, settings.settle * 2).await.err();
     if unconverged.is_none() {

@@ -24,13 +24,22 @@ enum Undo {
     ApiResume,
     /// Forward without delay again.
     JitterOff,
-    /// Forward again.
-    StallOff,
+    /// Forward again; after a stall longer than half the fence margin, cut every connection instead
+    /// of delivering what was held (see [`World`]).
+    StallOff { cut: bool },
     /// Stop the busy processes.
     ContentionOff,
 }
 
 /// What the faults act on, and what is pending.
+///
+/// The network and the API server never hold a replica's bytes longer than the fence margin
+/// (`leaseDuration - renewDeadline`): a write that left a replica before its fence closed and
+/// landed after another took over is the one case the host documents as not guaranteed (bytes
+/// on the wire). So jitter delays each chunk by at most an eighth of the margin, the API server
+/// is frozen for at most half of it, and a stall longer than half of it ends as a partition
+/// does: every connection cut, nothing held delivered (together at most three quarters of the
+/// margin, the rest left to the server's own time).
 pub struct World<'a> {
     /// The replicas.
     pub replicas: Replicas,
@@ -38,6 +47,7 @@ pub struct World<'a> {
     server: &'a Backend,
     max_replicas: usize,
     min_replicas: usize,
+    margin: Duration,
     pending: Vec<(Instant, Undo)>,
     busy: Vec<Child>,
     api_frozen: bool,
@@ -46,13 +56,14 @@ pub struct World<'a> {
 }
 
 impl<'a> World<'a> {
-    /// Faults on `replicas` (between `min` and `max` of them running), `proxy` and `server`.
+    /// Faults on `replicas` (between `min` and `max` of them running), `proxy` and `server`,
+    /// holding no byte longer than `margin`.
     pub fn new(
         replicas: Replicas,
         proxy: &'a Proxy,
         server: &'a Backend,
-        min: usize,
-        max: usize,
+        (min, max): (usize, usize),
+        margin: Duration,
     ) -> Self {
         Self {
             replicas,
@@ -60,6 +71,7 @@ impl<'a> World<'a> {
             server,
             max_replicas: max,
             min_replicas: min,
+            margin,
             pending: Vec::new(),
             busy: Vec::new(),
             api_frozen: false,
@@ -109,17 +121,19 @@ impl<'a> World<'a> {
             Fault::ApiFreeze { length } => (!self.api_frozen).then(|| {
                 self.server.pause();
                 self.api_frozen = true;
-                self.pending.push((now + *length, Undo::ApiResume));
+                let length = (*length).min(self.margin / 2);
+                self.pending.push((now + length, Undo::ApiResume));
                 "api-freeze"
             }),
             Fault::Jitter { max, length } => {
-                self.proxy.delay(*max);
+                self.proxy.delay((*max).min(self.margin / 8));
                 self.pending.push((now + *length, Undo::JitterOff));
                 Some("jitter")
             }
             Fault::Stall { length } => {
                 self.proxy.stall(true);
-                self.pending.push((now + *length, Undo::StallOff));
+                let cut = *length > self.margin / 2;
+                self.pending.push((now + *length, Undo::StallOff { cut }));
                 Some("stall")
             }
             Fault::Cut => {
@@ -189,7 +203,12 @@ impl<'a> World<'a> {
                 self.api_frozen = false;
             }
             Undo::JitterOff => self.proxy.delay(Duration::ZERO),
-            Undo::StallOff => self.proxy.stall(false),
+            Undo::StallOff { cut } => {
+                if cut {
+                    self.proxy.cut();
+                }
+                self.proxy.stall(false);
+            }
             Undo::ContentionOff => self.stop_busy(),
         }
     }
