@@ -6,10 +6,11 @@
 //! and every object reconciled at its last change soon after the faults stop. Leader and
 //! sharded mode.
 //!
-//! The suite runs fixed seeds. `FAULT_SEEDS` picks others (`7,12` or `random:50`),
-//! `FAULT_DURATIONS=default` uses client-go's Lease durations (`4000,3000,1000` sets them in ms),
-//! `FAULT_SECONDS` sets how long faults run, `FAULT_HOST_BINARY` runs another build of the host; `make soak-replicas` runs random seeds, and a failing seed runs again with
-//! `FAULT_SEEDS=<seed> E2E_BACKEND=real cargo test -p end-to-end --test e2e replica_faults::<mode>`.
+//! Without `FAULT_SEEDS` it runs seed 1 for each mode; `FAULT_SEEDS` picks others (`7,12` or
+//! `random:50`), `FAULT_DURATIONS=default` uses client-go's Lease durations (`4000,3000,1000`
+//! sets them in ms), `FAULT_SECONDS` sets how long faults run, `FAULT_HOST_BINARY` runs another
+//! build of the host. `make soak-replicas` runs random seeds; a failing seed runs again with the
+//! command its failure prints.
 
 use std::time::Duration;
 
@@ -20,7 +21,7 @@ use crate::common::faults::run::{Settings, run};
 use crate::common::host::scratch;
 use embedded_apiserver::Config;
 
-/// The suite's seeds: one schedule per mode, faults for 40 s.
+/// The seeds run without `FAULT_SEEDS`: one schedule per mode, faults for 40 s.
 const SUITE_SEEDS: &[u64] = &[1];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
