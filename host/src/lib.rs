@@ -2,6 +2,7 @@
 //! WebAssembly components.
 #![deny(missing_docs)]
 
+pub mod authz;
 pub mod bounded_read;
 pub mod cli;
 pub mod client;

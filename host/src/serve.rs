@@ -289,7 +289,8 @@ async fn load_plugins(
     let plugins = Arc::new(
         Plugins::new(runtime.clone(), ModuleLoader::new(engine), apis, sources)
             .with_recording(config.recording.clone())
-            .with_host_leases(host_leases),
+            .with_host_leases(host_leases)
+            .with_identity(config.plugin_identity.clone()),
     );
     let loaded = plugins
         .load_all()

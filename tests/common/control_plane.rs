@@ -24,6 +24,7 @@ use std::os::unix::process::CommandExt;
 use super::host::{free_port, workspace};
 use super::process::stop_group;
 
+pub mod audit;
 mod wipe;
 
 /// How long etcd may take to answer `/health`.
@@ -186,10 +187,17 @@ impl ControlPlane {
     /// An admin kube client. The certificate is not verified: this client only prepares and
     /// checks a test's objects; the hosts under test use the kubeconfig, which trusts the CA.
     pub fn kube_client(&self) -> kube::Client {
+        self.kube_client_as(None)
+    }
+
+    /// A kube client of the admin impersonating `user` (when given), as
+    /// [`kube_client`](Self::kube_client).
+    pub fn kube_client_as(&self, user: Option<&str>) -> kube::Client {
         let mut config = kube::Config::new(self.url.parse().expect("the server URL parses"));
         config.default_namespace = "default".into();
         config.accept_invalid_certs = true;
         config.auth_info.token = Some(self.token.clone().into());
+        config.auth_info.impersonate = user.map(ToOwned::to_owned);
         kube::Client::try_from(config).expect("a kube client for the control plane")
     }
 
@@ -391,7 +399,8 @@ fn start_apiserver(
                 "--service-account-signing-key-file={}",
                 dir.join("sa.key").display()
             ))
-            .arg("--service-cluster-ip-range=10.0.0.0/16"),
+            .arg("--service-cluster-ip-range=10.0.0.0/16")
+            .args(audit::flags(dir)),
         &log,
     );
     watchdog.watch(child.id());

@@ -33,6 +33,9 @@
 //!   directory: /var/lib/reconcile-host/recordings   # also one file a bundle; default: none
 //!   keepSecrets: false                        # default: Secret values replaced by `redacted`
 //!   serve: false                              # serve bundles, take POSTs to record (no auth on the port)
+//! pluginIdentity:                             # the ServiceAccount each plugin acts as
+//!   defaultServiceAccount: plugins/default    # for plugins naming none; default: none
+//!   requireServiceAccount: true               # refuse plugins that would act as the host
 //! oci:                                        # plugin modules from OCI registries
 //!   insecureRegistries: [localhost:5000]      # reached over plain HTTP; others HTTPS only
 //!   caFiles: [/etc/reconcile-host/registry-ca.pem]
@@ -41,9 +44,11 @@
 //! ```
 
 pub mod duration;
+mod identity;
 mod oci;
 mod recording;
 
+pub use identity::{PluginIdentityConfig, ServiceAccountRef};
 pub use oci::OciSettings;
 pub use recording::RecordingConfig;
 
@@ -92,6 +97,8 @@ pub struct HostConfig {
     pub oci: OciSettings,
     /// Recorded reconciles: failures and keys asked for.
     pub recording: RecordingConfig,
+    /// Which ServiceAccount each plugin acts as.
+    pub plugin_identity: PluginIdentityConfig,
 }
 
 /// What [`HostConfig::plugin_objects_dir`] names a process's directory: this, then its pid.

@@ -11,6 +11,8 @@
 //! cache:                        # extra kinds readable through the `cache` import
 //!   - {apiVersion: v1, kind: Secret}
 //! namespace: default            # default: all namespaces (applies to every kind above)
+//! serviceAccountName: website   # the ServiceAccount it acts as (impersonated); its namespace:
+//!                               # serviceAccountNamespace, default `namespace`
 //! labelSelector: "app=web"      # only `for` objects matching it
 //! generationChanged: true       # skip updates that leave metadata.generation unchanged
 //! placement: keys                # sharded mode: keys spread over replicas (default), or `whole`
@@ -35,6 +37,7 @@
 //! ```
 
 mod grant;
+mod identity;
 mod model;
 mod raw;
 pub mod reserved;
@@ -49,6 +52,7 @@ mod values;
 use std::path::{Path, PathBuf};
 
 pub use grant::{Denied, Grant, Missing, Verb};
+pub use identity::ServiceAccountRef;
 pub use model::{
     ApiRateLimit, Canary, InstanceReuse, Limits, Manifest, RateLimiterSettings, Shadow,
 };

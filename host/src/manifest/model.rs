@@ -7,6 +7,7 @@ use std::time::Duration;
 use label_selector::LabelSelector;
 
 use super::grant::{Denied, Grant, Missing, Verb};
+use super::identity::ServiceAccountRef;
 use super::values::MI;
 use crate::runtime::KindRef;
 
@@ -28,6 +29,9 @@ pub struct Manifest {
     pub cache: Vec<KindRef>,
     /// Watch only this namespace; `None` for all.
     pub namespace: Option<String>,
+    /// The ServiceAccount the plugin acts as (impersonated on every API request it causes);
+    /// `None`: the host's default, if it has one, else the host's own identity.
+    pub service_account: Option<ServiceAccountRef>,
     /// Only `for` objects matching this selector.
     pub label_selector: Option<LabelSelector>,
     /// Skip updates that leave `metadata.generation` unchanged.

@@ -73,6 +73,18 @@ pub struct RawManifest {
     /// Extra kinds readable through the `cache` import.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) cache: Option<Vec<RawKind>>,
+    /// The ServiceAccount the plugin acts as: every API request it causes (client calls,
+    /// Events, a shadow's dry runs) impersonates it, so the API server's RBAC decides as well
+    /// as `grants`, and its cached reads are answered only where it may get and list. Absent:
+    /// the host's `pluginIdentity.defaultServiceAccount`, or (when the host allows it) the
+    /// host's own identity.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub(super) service_account_name: Option<String>,
+    /// The namespace of `serviceAccountName`; default: `namespace`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub(super) service_account_namespace: Option<String>,
     /// The one namespace watched (every kind above); absent: all namespaces.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 63))]

@@ -18,6 +18,8 @@ cache:
   - apiVersion: v1
     kind: Namespace
 namespace: default
+serviceAccountName: website
+serviceAccountNamespace: sites
 labelSelector: "app=web"
 generationChanged: true
 placement: whole
@@ -99,6 +101,14 @@ fn the_full_example_parses_to_its_values() {
     assert_eq!(manifest.owns, [deployment()]);
     assert_eq!(manifest.cache, [KindRef::new("v1", "Namespace")]);
     assert_eq!(manifest.namespace.as_deref(), Some("default"));
+    assert_eq!(
+        manifest
+            .service_account
+            .as_ref()
+            .map(ServiceAccountRef::user)
+            .as_deref(),
+        Some("system:serviceaccount:sites:website")
+    );
     assert_eq!(manifest.label_selector.unwrap().to_string(), "app=web");
     assert!(manifest.generation_changed);
     assert_eq!(manifest.placement, crate::shard::Placement::Whole);

@@ -98,6 +98,11 @@ impl RawManifest {
             let fix = "; or remove `namespace` to watch every namespace";
             return Err(problem("namespace", problem_text + fix));
         }
+        let service_account = super::identity::service_account(
+            self.service_account_name,
+            self.service_account_namespace,
+            self.namespace.as_deref(),
+        )?;
         let label_selector = match &self.label_selector {
             Some(text) => Some(
                 LabelSelector::parse(text).map_err(|e| problem("labelSelector", e.to_string()))?,
@@ -169,6 +174,7 @@ impl RawManifest {
             owns,
             cache,
             namespace: self.namespace,
+            service_account,
             label_selector,
             generation_changed: self.generation_changed.unwrap_or(false),
             placement: self.placement.unwrap_or_default(),

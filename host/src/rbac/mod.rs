@@ -13,6 +13,13 @@
 //! - `create` of `events.k8s.io` Events, where it watches: the host records a plugin's events
 //!   with one `create` each (it never patches or lists them).
 //!
+//! A plugin that acts as a ServiceAccount (`serviceAccountName`) splits these: the host keeps
+//! the reads (its informers), the account gets the reads too (its cached reads are answered
+//! only where it may get and list), its Events and its grants, in a ClusterRole and Roles
+//! named `<name>-<namespace>-<account>` bound to it; and the host gets `impersonate` on exactly
+//! those accounts (a Role per namespace with `resourceNames`) and `create` on
+//! `subjectaccessreviews` (`<name>-impersonation`, `<name>-read-reviews`).
+//!
 //! Rules of plugins that share a kind and place are merged; a namespace's rules already given
 //! cluster-wide are left out. The host's own Lease is not a plugin's need: it is added only with
 //! `--include-host`.
@@ -36,10 +43,11 @@ use kube::core::GroupVersionKind;
 use crate::cluster_config::{ClusterSource, cluster_config};
 use crate::delivery::loader::manifest_paths;
 use crate::exit::EXIT_CONFIG;
-use crate::manifest::{Manifest, ModuleSource};
+use crate::manifest::{Manifest, ModuleSource, ServiceAccountRef};
 use crate::runtime::KindRef;
 use label_selector::{is_dns_label, is_dns_subdomain};
 
+mod impersonation;
 mod rules;
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
@@ -229,12 +237,33 @@ pub async fn generate(args: &RbacArgs) -> Result<String, String> {
         discover(args, &mut plurals).await?;
     }
     let mut rules = Rules::default();
+    let mut accounts: BTreeMap<ServiceAccountRef, Rules> = BTreeMap::new();
     for (_, manifest) in &manifests {
-        rules.add_manifest(manifest, &|kind| plurals[kind].plural.clone());
+        let plural = |kind: &KindRef| plurals[kind].plural.clone();
+        match &manifest.service_account {
+            None => rules.add_manifest(manifest, &plural),
+            // The host caches for it; the account reads, writes and records Events.
+            Some(account) => {
+                rules.add_reads(manifest, &plural);
+                let own = accounts.entry(account.clone()).or_default();
+                own.add_manifest(manifest, &plural);
+            }
+        }
     }
     rules.prune();
     let mut out = header(args, &manifests, &plurals);
     let mut documents = render(&rules, &args.name, &args.service_account);
+    for (account, mut own) in accounts.clone() {
+        own.prune();
+        let name = format!("{}-{}-{}", args.name, account.namespace, account.name);
+        let subject = (account.namespace.clone(), account.name.clone());
+        documents.extend(render(&own, &name, &subject));
+    }
+    documents.extend(impersonation::documents(
+        &args.name,
+        accounts.keys(),
+        &args.service_account,
+    ));
     if args.include_host {
         documents.extend(host_documents(args));
         documents.extend(cluster_identity_documents(args));

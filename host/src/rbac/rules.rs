@@ -48,17 +48,23 @@ impl Rules {
 
     /// The rules `manifest` needs, with each kind's plural from `plural`.
     pub fn add_manifest(&mut self, manifest: &Manifest, plural: &dyn Fn(&KindRef) -> String) {
-        let watched = manifest
-            .namespace
-            .as_ref()
-            .map_or(Place::Cluster, |namespace| {
-                Place::Namespace(namespace.clone())
-            });
+        self.add_reads(manifest, plural);
+        self.add_writes(manifest, plural);
+    }
+
+    /// Reading what `manifest` caches: the host's informers list and watch, and a plugin's
+    /// ServiceAccount needs them for its cached reads to be answered.
+    pub fn add_reads(&mut self, manifest: &Manifest, plural: &dyn Fn(&KindRef) -> String) {
+        let watched = watched(manifest);
         let kinds = std::iter::once(&manifest.for_kind).chain(&manifest.owns);
         for kind in kinds.chain(&manifest.cache) {
             self.add(&watched, group(kind), &plural(kind), &READ);
         }
-        self.add(&watched, "events.k8s.io", "events", &["create"]);
+    }
+
+    /// What the calls of `manifest`'s plugin need: its Events and its grants.
+    pub fn add_writes(&mut self, manifest: &Manifest, plural: &dyn Fn(&KindRef) -> String) {
+        self.add(&watched(manifest), "events.k8s.io", "events", &["create"]);
         for grant in &manifest.grants {
             let places: Vec<Place> = match &grant.namespaces {
                 None => vec![Place::Cluster],
@@ -120,6 +126,16 @@ impl Rules {
         rules.sort_by(|a, b| (&a.api_groups, &a.resources).cmp(&(&b.api_groups, &b.resources)));
         rules
     }
+}
+
+/// Where `manifest`'s plugin watches: its `namespace`, or the cluster.
+fn watched(manifest: &Manifest) -> Place {
+    manifest
+        .namespace
+        .as_ref()
+        .map_or(Place::Cluster, |namespace| {
+            Place::Namespace(namespace.clone())
+        })
 }
 
 pub(super) fn group(kind: &KindRef) -> &str {

@@ -117,6 +117,10 @@ pub type ApiResult = Result<Option<String>, CallError>;
 /// Boxed future of an [`ApiResult`].
 pub type ApiFuture<'a> = Pin<Box<dyn Future<Output = ApiResult> + Send + 'a>>;
 
+/// Boxed future of a read's authorization: whether it is allowed, or why no answer could be
+/// had.
+pub type ReadFuture<'a> = Pin<Box<dyn Future<Output = Result<bool, CallError>> + Send + 'a>>;
+
 /// Carries out validated API calls.
 pub trait ApiBackend: Send + Sync + 'static {
     /// Performs `call`.
@@ -129,6 +133,21 @@ pub trait ApiBackend: Send + Sync + 'static {
         Box::pin(std::future::ready(Err(CallError::Unavailable(
             "this backend cannot dry-run writes".to_owned(),
         ))))
+    }
+
+    /// Whether the plugin's identity may `verb` (`get` or `list`) objects of `kind` in
+    /// `namespace` (`None`: every namespace, or a cluster-scoped kind), the object `name` for a
+    /// `get`: asked before its cached reads are answered. Allowed by default: a backend acting as the host leaves reads to the
+    /// manifest (`for`, `owns`, `cache`).
+    fn may_read<'a>(
+        &'a self,
+        kind: &'a KindRef,
+        verb: &'static str,
+        namespace: Option<&'a str>,
+        name: Option<&'a str>,
+    ) -> ReadFuture<'a> {
+        let _ = (kind, verb, namespace, name);
+        Box::pin(std::future::ready(Ok(true)))
     }
 
     /// Told of a call the plugin's grants refused (it was not performed); `message` is what the

@@ -10,12 +10,14 @@ use kube::core::{ApiResource, DynamicObject, GroupVersionKind, Resource};
 use kube::discovery::{self, Scope};
 use parking_lot::Mutex;
 
+use crate::authz::{Read, ReadAuthorizer};
 use crate::client::{self, ClientLimits};
 use crate::election::Fence;
-use crate::manifest::{ApiRateLimit, Manifest};
+use crate::manifest::{ApiRateLimit, Manifest, ServiceAccountRef};
 use crate::runtime::KindRef;
 use crate::wasm::api::{
-    ApiBackend, ApiCall, ApiFuture, ApiProvider, ApiResult, PatchDoc, SharedApi, Unavailable,
+    ApiBackend, ApiCall, ApiFuture, ApiProvider, ApiResult, PatchDoc, ReadFuture, SharedApi,
+    Unavailable,
 };
 use crate::wasm::bindings::{ApiStatus, CallError};
 
@@ -26,6 +28,8 @@ pub struct KubeApis {
     default: ApiRateLimit,
     ceiling: ApiRateLimit,
     fence: Fence,
+    /// Answers whether a plugin's ServiceAccount may read; built on first use.
+    reads: std::sync::OnceLock<Option<Arc<ReadAuthorizer>>>,
 }
 
 impl std::fmt::Debug for KubeApis {
@@ -51,7 +55,25 @@ impl KubeApis {
             default,
             ceiling,
             fence: Fence::always_open(),
+            reads: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The authorizer of plugins' cached reads: reviews sent with the host's own identity.
+    fn reads(&self) -> Option<Arc<ReadAuthorizer>> {
+        let built = self.reads.get_or_init(|| {
+            match client::client(self.config.clone(), &ClientLimits::default()) {
+                Ok(client) => Some(ReadAuthorizer::new(client)),
+                Err(error) => {
+                    tracing::error!(error = %crate::error_chain(&error),
+                        "the host could not build the client that authorizes plugins' cached \
+                         reads; every cached read of a plugin acting as a ServiceAccount is \
+                         refused");
+                    None
+                }
+            }
+        });
+        built.clone()
     }
 
     /// Sends plugins' writes only while `fence` is open (the runtime's: while this replica's
@@ -90,8 +112,17 @@ impl ApiProvider for KubeApis {
     fn for_plugin(&self, manifest: &Manifest) -> SharedApi {
         let budget = self.budget(&manifest.name, manifest.api_rate_limit);
         let limits = ClientLimits::default().qps(budget.qps).burst(budget.burst);
-        match client::fenced_client(self.config.clone(), &limits, self.fence.clone()) {
-            Ok(client) => Arc::new(KubeApi::new(client)),
+        let mut config = self.config.clone();
+        if let Some(account) = &manifest.service_account {
+            // The user only: the API server adds the account's groups itself.
+            config.auth_info.impersonate = Some(account.user());
+            config.auth_info.impersonate_groups = None;
+        }
+        match client::fenced_client(config, &limits, self.fence.clone()) {
+            Ok(client) => Arc::new(match &manifest.service_account {
+                Some(account) => KubeApi::new(client).acting_as(account.clone(), self.reads()),
+                None => KubeApi::new(client),
+            }),
             Err(error) => {
                 let message = format!(
                     "the host could not build an API client for plugin `{}`: {}",
@@ -109,6 +140,9 @@ impl ApiProvider for KubeApis {
 pub struct KubeApi {
     client: kube::Client,
     kinds: Mutex<HashMap<KindRef, (ApiResource, bool)>>,
+    /// The ServiceAccount the client impersonates, and who answers whether it may read
+    /// (`None` inside: nobody can, so every cached read is refused).
+    account: Option<(ServiceAccountRef, Option<Arc<ReadAuthorizer>>)>,
 }
 
 impl std::fmt::Debug for KubeApi {
@@ -124,7 +158,53 @@ impl KubeApi {
         Self {
             client,
             kinds: Mutex::default(),
+            account: None,
         }
+    }
+
+    /// Calls made as `account` (its client impersonates it): a 403 reaches the guest as
+    /// `denied`, and its cached reads are asked of `reads`.
+    #[must_use]
+    pub fn acting_as(
+        mut self,
+        account: ServiceAccountRef,
+        reads: Option<Arc<ReadAuthorizer>>,
+    ) -> Self {
+        self.account = Some((account, reads));
+        self
+    }
+
+    async fn authorize_read(
+        &self,
+        kind: &KindRef,
+        verb: &'static str,
+        namespace: Option<&str>,
+        name: Option<&str>,
+    ) -> Result<bool, CallError> {
+        let Some((account, reads)) = &self.account else {
+            return Ok(true);
+        };
+        let Some(reads) = reads else {
+            return Err(CallError::Denied(format!(
+                "cannot tell whether ServiceAccount {account} may {verb} {}/{}: the host has no \
+                 client to ask the API server (see the host's log)",
+                kind.api_version, kind.kind
+            )));
+        };
+        let (resource, namespaced) = self.resolve(kind).await?;
+        let read = Read {
+            verb,
+            group: &resource.group,
+            resource: &resource.plural,
+            namespace: if namespaced { namespace } else { None },
+            name,
+        };
+        reads.allowed(account, read).await.map_err(|why| {
+            CallError::Denied(format!(
+                "cannot tell whether ServiceAccount {account} may {verb} {}: {why}",
+                resource.plural
+            ))
+        })
     }
 
     /// The resource of `kind` and whether it is namespaced (discovery, cached).
@@ -277,6 +357,15 @@ impl KubeApi {
             {
                 Ok(None)
             }
+            Err(kube::Error::Api(status)) if status.code == 403 && self.account.is_some() => {
+                let account = self.account.as_ref().map(|(account, _)| account);
+                Err(CallError::Denied(format!(
+                    "the API server refused ServiceAccount {}: {} (bind the account a Role that \
+                     allows it)",
+                    account.map(ToString::to_string).unwrap_or_default(),
+                    status.message
+                )))
+            }
             Err(error) => Err(call_error(error)),
         }
     }
@@ -289,6 +378,16 @@ impl ApiBackend for KubeApi {
 
     fn dry_run(&self, call: ApiCall) -> ApiFuture<'_> {
         Box::pin(self.perform(call, true))
+    }
+
+    fn may_read<'a>(
+        &'a self,
+        kind: &'a KindRef,
+        verb: &'static str,
+        namespace: Option<&'a str>,
+        name: Option<&'a str>,
+    ) -> ReadFuture<'a> {
+        Box::pin(self.authorize_read(kind, verb, namespace, name))
     }
 }
 

@@ -158,6 +158,7 @@ pub struct Plugins {
     failures: parking_lot::Mutex<HashMap<PathBuf, SourceFailure>>,
     recording: crate::config::RecordingConfig,
     host_leases: Option<String>,
+    identity: crate::config::PluginIdentityConfig,
 }
 
 impl std::fmt::Debug for Plugins {
@@ -188,6 +189,7 @@ impl Plugins {
             failures: parking_lot::Mutex::default(),
             recording: crate::config::RecordingConfig::default(),
             host_leases: None,
+            identity: crate::config::PluginIdentityConfig::default(),
         }
     }
 
@@ -199,11 +201,41 @@ impl Plugins {
         self
     }
 
-    /// `manifest` (read from `path`), unless a grant reaches what this host keeps for itself.
-    fn checked(&self, manifest: Manifest, path: &Path) -> Result<Manifest, ManifestError> {
+    /// Gives each plugin naming no ServiceAccount the default of `identity`, and refuses one
+    /// that would act as the host where `identity` requires an account.
+    #[must_use]
+    pub fn with_identity(mut self, identity: crate::config::PluginIdentityConfig) -> Self {
+        self.identity = identity;
+        self
+    }
+
+    /// `manifest` (read from `path`) with the ServiceAccount it acts as, unless it would act
+    /// as the host where that is refused, or a grant reaches what this host keeps for itself.
+    fn checked(&self, mut manifest: Manifest, path: &Path) -> Result<Manifest, ManifestError> {
+        manifest.service_account = self
+            .identity
+            .resolve(manifest.service_account.as_ref())
+            .map_err(|problem| ManifestError::Invalid {
+                path: path.to_owned(),
+                field: "serviceAccountName".to_owned(),
+                problem,
+            })?;
         let Some(namespace) = &self.host_leases else {
             return Ok(manifest);
         };
+        if let Some(account) = &manifest.service_account
+            && account.namespace == *namespace
+        {
+            // The host's own ServiceAccount lives there: acting as an account of that
+            // namespace could be acting as the host.
+            return Err(ManifestError::Invalid {
+                path: path.to_owned(),
+                field: "serviceAccountName".to_owned(),
+                problem: format!(
+                    "ServiceAccount {account} is in namespace `{namespace}`, which this host                      keeps for itself (its own account and Leases); use an account in another                      namespace"
+                ),
+            });
+        }
         for (i, grant) in manifest.grants.iter().enumerate() {
             if let Some(problem) =
                 crate::manifest::reserved::host_namespace_refusal(grant, namespace)

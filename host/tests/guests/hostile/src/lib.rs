@@ -116,6 +116,39 @@ impl Reconciler for Hostile {
                     );
                 }
             }
+            "peek" => {
+                // Reads ConfigMaps through the cache: `data.namespace`/`data.name`, the list
+                // of `data.namespace`, and the list of every namespace.
+                let kind = Kind::new("v1", "ConfigMap");
+                let namespace = text("namespace");
+                let outcome = |result: Result<String, Error>| {
+                    result.unwrap_or_else(|error| {
+                        format!("refused({})", error.chain().collect::<Vec<_>>().join(": "))
+                    })
+                };
+                let got = cache::get::<Value>(&kind, Some(&namespace), &text("name"))
+                    .map(|found| if found.is_some() { "found" } else { "missing" }.to_owned());
+                let listed = cache::list::<Value>(&kind, Some(&namespace), None)
+                    .map(|objects| objects.len().to_string());
+                let everywhere = cache::list::<Value>(&kind, None, None).map(|objects| {
+                    let mut seen: Vec<String> = objects
+                        .iter()
+                        .filter_map(|object| object["metadata"]["namespace"].as_str())
+                        .map(ToOwned::to_owned)
+                        .collect();
+                    seen.dedup();
+                    seen.join(",")
+                });
+                log::write(
+                    log::Level::Info,
+                    &format!(
+                        "hostile: peek get={} list={} everywhere={}",
+                        outcome(got),
+                        outcome(listed),
+                        outcome(everywhere)
+                    ),
+                );
+            }
             other => return Err(Error::msg(format!("hostile: unknown attack `{other}`"))),
         }
         Ok(Action::done())
