@@ -21,6 +21,7 @@ mod lang_go;
 mod lang_javascript;
 mod lang_python;
 mod leader_fencing;
+mod namespaced_plugins;
 mod oci_registry;
 mod plugin_fetches;
 mod plugin_objects;

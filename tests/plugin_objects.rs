@@ -548,6 +548,11 @@ fn rbac_of_an_object_file_gives_the_host_its_objects_status_and_module_config_ma
              "verbs": ["get", "list", "watch"]},
             {"apiGroups": ["reconcile-host.dev"], "resources": ["reconcilerplugins/status"],
              "verbs": ["get", "patch", "update"]},
+            {"apiGroups": ["reconcile-host.dev"], "resources": ["namespacedreconcilerplugins"],
+             "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["reconcile-host.dev"],
+             "resources": ["namespacedreconcilerplugins/status"],
+             "verbs": ["get", "patch", "update"]},
         ])
     );
     named("ClusterRoleBinding", "reconcile-host-plugins-objects");

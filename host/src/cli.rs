@@ -49,8 +49,9 @@ pub enum Command {
     /// Print the RBAC objects (ClusterRole, Roles, bindings) that plugin manifests need, as
     /// YAML for `kubectl apply -f -`. Exits 2 when a manifest is unusable.
     Rbac(Box<crate::rbac::RbacArgs>),
-    /// Print the CustomResourceDefinition of `ReconcilerPlugin` (plugins declared as cluster
-    /// objects), as YAML for `kubectl apply -f -`.
+    /// Print the CustomResourceDefinitions of `ReconcilerPlugin` (plugins declared as cluster
+    /// objects) and `NamespacedReconcilerPlugin` (plugins a team declares in its namespace),
+    /// as YAML for `kubectl apply -f -`.
     Crd,
     /// Publish a component to an OCI registry in the CNCF wasm artifact layout (config
     /// `application/vnd.wasm.config.v0+json` listing its world, imports and exports; one
@@ -250,13 +251,18 @@ fn report(result: anyhow::Result<ExitCode>) -> ExitCode {
     })
 }
 
-/// `reconcile-host crd`: the `ReconcilerPlugin` CRD, generated from the manifest's types.
+/// `reconcile-host crd`: the `ReconcilerPlugin` and `NamespacedReconcilerPlugin` CRDs,
+/// generated from the manifest's types.
 fn print_crd() -> ExitCode {
     use kube::CustomResourceExt;
-    let crd = crate::manifest::ReconcilerPlugin::crd();
-    match serde_yaml_ng::to_string(&crd) {
-        Ok(yaml) => {
-            print!("{yaml}");
+    let crds = [
+        crate::manifest::ReconcilerPlugin::crd(),
+        crate::manifest::namespaced::crd(),
+    ];
+    let yaml: Result<Vec<String>, _> = crds.iter().map(serde_yaml_ng::to_string).collect();
+    match yaml {
+        Ok(documents) => {
+            print!("{}", documents.join("---\n"));
             ExitCode::SUCCESS
         }
         Err(error) => {

@@ -34,13 +34,13 @@ pub(super) struct Examples {
 }
 
 impl Examples {
-    /// Installs the ReconcilerPlugin CRD.
+    /// Installs the ReconcilerPlugin and NamespacedReconcilerPlugin CRDs.
     pub async fn install_crd(&self) -> anyhow::Result<()> {
-        let crd: DynamicObject =
-            serde_json::from_value(serde_json::to_value(ReconcilerPlugin::crd())?)?;
-        apply(&self.client, &crd)
-            .await
-            .context("the ReconcilerPlugin CRD")
+        for crd in [ReconcilerPlugin::crd(), crate::manifest::namespaced::crd()] {
+            let crd: DynamicObject = serde_json::from_value(serde_json::to_value(crd)?)?;
+            apply(&self.client, &crd).await.context("the plugin CRDs")?;
+        }
+        Ok(())
     }
 
     /// Pushes every example's component and declares its object; how many.

@@ -39,6 +39,7 @@
 mod grant;
 mod identity;
 mod model;
+pub mod namespaced;
 mod raw;
 pub mod reserved;
 #[cfg(test)]

@@ -30,7 +30,13 @@ impl RawManifest {
                 "missing; add the plugin's name, e.g. `name: website`",
             ));
         }
-        if let Some(problem_text) = label_problem("name", &name) {
+        // `<namespace>.<name>`: the plugin of a NamespacedReconcilerPlugin, which watches only
+        // its namespace.
+        let plain = match name.split_once('.') {
+            Some((namespace, plain)) if self.namespace.as_deref() == Some(namespace) => plain,
+            _ => name.as_str(),
+        };
+        if let Some(problem_text) = label_problem("name", plain) {
             return Err(problem("name", problem_text));
         }
         if let Some(field) = [

@@ -53,6 +53,7 @@ pub fn quantity(text: &str) -> Result<u64, String> {
 }
 
 /// A problem found while validating, before the manifest's path is attached.
+#[derive(Debug)]
 pub(super) struct Problem {
     pub(super) field: String,
     pub(super) problem: String,

@@ -259,7 +259,8 @@ pub(super) fn cluster_role(
     ]
 }
 
-/// The rules of a host that loads ReconcilerPlugin objects: read them, write their status.
+/// The rules of a host that loads ReconcilerPlugin and NamespacedReconcilerPlugin objects: read
+/// them, write their status.
 #[must_use]
 pub fn plugin_object_rules() -> Vec<PolicyRule> {
     let rule = |resource: &str, verbs: &[&str]| PolicyRule {
@@ -271,6 +272,11 @@ pub fn plugin_object_rules() -> Vec<PolicyRule> {
     vec![
         rule("reconcilerplugins", &["get", "list", "watch"]),
         rule("reconcilerplugins/status", &["get", "patch", "update"]),
+        rule("namespacedreconcilerplugins", &["get", "list", "watch"]),
+        rule(
+            "namespacedreconcilerplugins/status",
+            &["get", "patch", "update"],
+        ),
     ]
 }
 

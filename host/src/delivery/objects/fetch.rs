@@ -74,8 +74,10 @@ pub(super) struct Pins {
 
 /// A fetch to run.
 pub(super) struct Job {
-    /// The object's spec.
+    /// The object's spec (a namespaced object's held to its namespace).
     pub(super) spec: Value,
+    /// Why a namespaced object's spec cannot be run: the field reaching out, and the fix.
+    pub(super) refused: Option<String>,
     /// The object's name (the manifest's).
     pub(super) name: String,
     /// What the generation resolved to before.
@@ -138,6 +140,9 @@ impl Fetcher {
     }
 
     async fn fetch(&self, job: &Job) -> Result<Prepared, FetchError> {
+        if let Some(refused) = &job.refused {
+            return Err(FetchError::OutOfNamespace(refused.clone()));
+        }
         let spec = &job.spec;
         let mut files = Vec::new();
         let mut layers = BTreeMap::new();

@@ -73,6 +73,7 @@ async fn shadow_and_canary_tags_are_pinned_to_the_digests_status_recorded() {
     let known = Known::new(tmp.path());
     let fetch = |object: ReconcilerPlugin| {
         let job = Job {
+            refused: None,
             spec: serde_json::to_value(&object.spec).expect("a spec"),
             name: "web".to_owned(),
             pins: known.pins("web", &object),
@@ -158,6 +159,7 @@ async fn a_cached_module_whose_bytes_changed_is_refused_as_it_is_copied() {
     .expect("a spec");
     let known = Known::new(tmp.path());
     let job = Job {
+        refused: None,
         spec: serde_json::to_value(&object.spec).expect("a spec"),
         name: "web".to_owned(),
         pins: known.pins("web", &object),

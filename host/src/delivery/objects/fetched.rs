@@ -54,6 +54,9 @@ pub(super) enum FetchError {
     NoRegistry,
     #[error("set exactly one module source: `oci` or `configMap`")]
     NoSource,
+    /// A namespaced object's spec reaching out of its namespace (the field and the fix).
+    #[error("{0}")]
+    OutOfNamespace(String),
     #[error(
         "fetching the module took longer than {} s (a registry or API server too slow to \
          answer); it is tried again at the next change or refetch",
@@ -86,6 +89,7 @@ impl FetchError {
             Self::Registry(_) => "PullFailed",
             Self::NoRegistry => "RegistryUnavailable",
             Self::NoSource => "NoModuleSource",
+            Self::OutOfNamespace(_) => "OutOfNamespace",
             Self::TimedOut => "FetchTimedOut",
             Self::Write { .. } => "WriteFailed",
             Self::CacheCorrupt { .. } => "CachedModuleCorrupt",

@@ -107,8 +107,13 @@ impl Known {
             return;
         };
         let step = Arc::default();
+        let (spec, refused) = match crate::manifest::namespaced::confined_spec(object) {
+            Ok(spec) => (spec, None),
+            Err(refused) => (object.spec.clone(), Some(refused)),
+        };
         let job = Job {
-            spec: serde_json::to_value(&object.spec).unwrap_or_default(),
+            spec: serde_json::to_value(&spec).unwrap_or_default(),
+            refused,
             name: name.to_owned(),
             pins: self.pins(name, object),
             step: Arc::clone(&step),

@@ -35,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 use crate::delivery::oci::Registry;
 use crate::delivery::supervisor::Plugins;
 use crate::manifest::ReconcilerPlugin;
+use crate::manifest::namespaced::{self, NamespacedReconcilerPlugin};
 
 mod fetch;
 #[cfg(test)]
@@ -122,8 +123,14 @@ impl PluginObjects {
         let api: Api<ReconcilerPlugin> = Api::all(self.client.clone());
         let follow = || watcher(api.clone(), watcher::Config::default()).default_backoff();
         let mut events = std::pin::pin!(follow());
+        let tenants: Api<NamespacedReconcilerPlugin> = Api::all(self.client.clone());
+        let follow_tenants =
+            || watcher(tenants.clone(), watcher::Config::default()).default_backoff();
+        let mut tenant_events = std::pin::pin!(follow_tenants());
         let mut epoch = epoch;
         let mut listing: Option<BTreeMap<String, ReconcilerPlugin>> = None;
+        let mut tenant_listing: Option<BTreeMap<String, ReconcilerPlugin>> = None;
+        let mut tenants_warned = false;
         let mut known = Known::new(&self.dir);
         let mut status_tick = tokio::time::interval(STATUS_PERIOD);
         let mut refetch_tick = tokio::time::interval(REFETCH_PERIOD);
@@ -144,7 +151,27 @@ impl PluginObjects {
                     }
                     Some(Ok(event)) => {
                         warned = false;
-                        if apply(event, &mut known.objects, &mut listing) {
+                        if apply(event, &mut known.objects, &mut listing, false) {
+                            known.follow(&self.fetcher);
+                        }
+                    }
+                },
+                event = tenant_events.next() => match event {
+                    None => return,
+                    Some(Err(error)) => {
+                        if !tenants_warned {
+                            tracing::warn!(error = %crate::error_chain(&error),
+                                "cannot watch NamespacedReconcilerPlugin objects; install the \
+                                 CRD (reconcile-host crd | kubectl apply -f -) and grant the host \
+                                 list and watch on \
+                                 namespacedreconcilerplugins.reconcile-host.dev");
+                            tenants_warned = true;
+                        }
+                    }
+                    Some(Ok(event)) => {
+                        tenants_warned = false;
+                        let event = cluster_form(event);
+                        if apply(event, &mut known.objects, &mut tenant_listing, true) {
                             known.follow(&self.fetcher);
                         }
                     }
@@ -156,7 +183,9 @@ impl PluginObjects {
                     tracing::warn!("the API server's store was replaced; listing the \
                         ReconcilerPlugin objects again");
                     listing = None;
+                    tenant_listing = None;
                     events.set(follow());
+                    tenant_events.set(follow_tenants());
                 }
                 _ = refetch_tick.tick() => known.refetch(&self.fetcher),
                 _ = status_tick.tick() => {
@@ -183,9 +212,15 @@ impl PluginObjects {
                 continue;
             }
             let patch = Patch::Merge(status_patch(&status));
-            let result = api
-                .patch_status(name, &PatchParams::default(), &patch)
-                .await;
+            let params = PatchParams::default();
+            let result = match namespaced::object_of(name) {
+                Some((namespace, own)) => {
+                    let tenants: Api<NamespacedReconcilerPlugin> =
+                        Api::namespaced(self.client.clone(), namespace);
+                    tenants.patch_status(own, &params, &patch).await.map(drop)
+                }
+                None => api.patch_status(name, &params, &patch).await.map(drop),
+            };
             let mut failures = self.status_failures.lock();
             match result {
                 Ok(_) => {
@@ -206,14 +241,44 @@ impl PluginObjects {
     }
 }
 
-/// Applies a watch event to the known objects; whether they changed.
+/// A namespaced object's watch event as its cluster form's (see [`namespaced`]).
+fn cluster_form(
+    event: watcher::Event<NamespacedReconcilerPlugin>,
+) -> watcher::Event<ReconcilerPlugin> {
+    use watcher::Event;
+    match event {
+        Event::Apply(object) => Event::Apply(namespaced::as_cluster_object(object)),
+        Event::Delete(object) => Event::Delete(namespaced::as_cluster_object(object)),
+        Event::Init => Event::Init,
+        Event::InitApply(object) => Event::InitApply(namespaced::as_cluster_object(object)),
+        Event::InitDone => Event::InitDone,
+    }
+}
+
+/// Applies a watch event of one kind (`namespaced` or not) to the known objects; whether they
+/// changed. A relist replaces that kind's objects only.
 fn apply(
     event: watcher::Event<ReconcilerPlugin>,
     objects: &mut BTreeMap<String, ReconcilerPlugin>,
     listing: &mut Option<BTreeMap<String, ReconcilerPlugin>>,
+    namespaced: bool,
 ) -> bool {
     let name = |object: &ReconcilerPlugin| object.metadata.name.clone().unwrap_or_default();
+    // A dot marks a namespaced object's plugin; a ReconcilerPlugin's name never holds one (a
+    // plugin's name is a DNS-1123 label), so it cannot stand in for a namespaced object.
+    let dotted = |object: &ReconcilerPlugin| {
+        let dotted = !namespaced && name(object).contains('.');
+        if dotted {
+            tracing::warn!(object = %name(object),
+                "a ReconcilerPlugin's name must be a DNS-1123 label (no `.`); this object is \
+                 ignored: delete it and create it under another name");
+        }
+        dotted
+    };
     match event {
+        watcher::Event::Apply(object) | watcher::Event::InitApply(object) if dotted(&object) => {
+            false
+        }
         watcher::Event::Apply(object) => {
             objects.insert(name(&object), object);
             true
@@ -230,7 +295,8 @@ fn apply(
             false
         }
         watcher::Event::InitDone => {
-            *objects = listing.take().unwrap_or_default();
+            objects.retain(|name, _| namespaced::object_of(name).is_some() != namespaced);
+            objects.extend(listing.take().unwrap_or_default());
             true
         }
     }
