@@ -133,6 +133,7 @@ fn the_full_example_parses_to_its_values() {
             verbs: Verb::ALL.to_vec(),
             namespaces: Some(vec!["default".to_owned()]),
             subresources: vec!["status".to_owned()],
+            resource: None,
         }]
     );
 }
