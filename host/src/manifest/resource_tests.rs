@@ -53,7 +53,7 @@ fn the_crd_spec_has_every_field_of_a_manifest_file_but_name_and_module_plus_the_
     let grant = keys(&spec["properties"]["grants"]["items"]["properties"]);
     assert_eq!(
         grant,
-        ["apiVersion", "kind", "namespaces", "subresources", "verbs"]
+        ["apiVersion", "kind", "namespaces", "resource", "subresources", "verbs"]
             .map(str::to_owned)
             .into()
     );
