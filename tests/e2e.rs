@@ -23,6 +23,7 @@ mod lang_python;
 mod leader_fencing;
 mod namespaced_plugins;
 mod oci_registry;
+mod plugin_admission;
 mod plugin_fetches;
 mod plugin_objects;
 mod rbac_enforced;

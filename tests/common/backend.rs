@@ -401,6 +401,15 @@ pub fn reset(plane: &ControlPlane) {
         "--wait=false",
         "--ignore-not-found",
     ]);
+    // Admission policies the tests applied (the server makes none).
+    kubectl(&[
+        "delete",
+        "validatingadmissionpolicies.admissionregistration.k8s.io,\
+         validatingadmissionpolicybindings.admissionregistration.k8s.io",
+        "--all",
+        "--wait=false",
+        "--ignore-not-found",
+    ]);
     for namespace in namespaces
         .iter()
         .filter(|n| !SYSTEM_NAMESPACES.contains(&n.as_str()))

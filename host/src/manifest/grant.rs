@@ -64,9 +64,41 @@ pub struct Grant {
     pub namespaces: Option<Vec<String>>,
     /// Subresources (e.g. `status`) that may be written besides the object itself.
     pub subresources: Vec<String>,
+    /// The kind's resource as the manifest writes it (`resource:`); `None`: Kubernetes' guess
+    /// from the kind ([`guessed_resource`]).
+    pub resource: Option<String>,
+}
+
+/// The resource Kubernetes guesses for a kind (apimachinery's `UnsafeGuessKindToResource`):
+/// lowercase; kept as is when it ends in `endpoints`, `es` added after a final `s`, a final `y`
+/// made `ies`, else `s` added. The admission policy in `deploy/base/plugin-admission.yaml`
+/// computes the same in CEL, so the two must change together.
+#[must_use]
+pub fn guessed_resource(kind: &str) -> String {
+    let lower = kind.to_ascii_lowercase();
+    if lower.ends_with("endpoints") {
+        lower
+    } else if lower.ends_with('s') {
+        lower + "es"
+    } else if let Some(stem) = lower.strip_suffix('y') {
+        format!("{stem}ies")
+    } else {
+        lower + "s"
+    }
 }
 
 impl Grant {
+    /// The resource the admission policy checks the requester holds for this grant: the one
+    /// the manifest writes, else Kubernetes' guess from the kind. A call is made only when it
+    /// is the resource the API server serves the kind as.
+    #[must_use]
+    pub fn resource(&self) -> std::borrow::Cow<'_, str> {
+        match &self.resource {
+            Some(written) => written.as_str().into(),
+            None => guessed_resource(&self.kind.kind).into(),
+        }
+    }
+
     /// Whether this grant alone allows the call; allocation-free.
     #[must_use]
     pub fn covers(
@@ -158,6 +190,25 @@ impl fmt::Display for Denied {
                 "add `{}` to the `subresources` of {grant}",
                 subresource.as_deref().unwrap_or_default()
             ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::guessed_resource;
+
+    #[test]
+    fn guessed_resource_follows_kubernetes_guess() {
+        for (kind, resource) in [
+            ("ConfigMap", "configmaps"),
+            ("Ingress", "ingresses"),
+            ("NetworkPolicy", "networkpolicies"),
+            ("Endpoints", "endpoints"),
+            ("Gateway", "gatewaies"),
+            ("Octopus", "octopuses"),
+        ] {
+            assert_eq!(guessed_resource(kind), resource, "{kind}");
         }
     }
 }

@@ -330,7 +330,8 @@ pub(super) struct RawInstanceReuse {
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[schemars(transform = kind_required)]
 #[serde(
-    expecting = "a grant: a mapping of `apiVersion`, `kind`, `verbs` and optional `namespaces` and `subresources`"
+    expecting = "a grant: a mapping of `apiVersion`, `kind`, `verbs` and optional `namespaces`, `subresources` \
+                 and `resource`"
 )]
 pub(super) struct RawGrant {
     /// The kind's group and version, e.g. `apps/v1`.
@@ -348,6 +349,11 @@ pub(super) struct RawGrant {
     /// Subresources it also allows writing, e.g. `status`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) subresources: Option<Vec<String>>,
+    /// The kind's resource (its plural, e.g. `gateways`), which the admission policy checks
+    /// the requester holds; absent: Kubernetes' guess from the kind (lowercase, `s` → `ses`,
+    /// `y` → `ies`, else `+s`). The host refuses calls when it is not the kind's resource.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) resource: Option<String>,
 }
 
 /// `env:` in file order; unlike a map type, refuses a name written twice.

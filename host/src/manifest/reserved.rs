@@ -103,6 +103,7 @@ mod tests {
             verbs: verbs.to_vec(),
             namespaces: None,
             subresources: subresources.iter().map(|s| (*s).to_owned()).collect(),
+            resource: None,
         }
     }
 

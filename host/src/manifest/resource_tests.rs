@@ -53,9 +53,16 @@ fn the_crd_spec_has_every_field_of_a_manifest_file_but_name_and_module_plus_the_
     let grant = keys(&spec["properties"]["grants"]["items"]["properties"]);
     assert_eq!(
         grant,
-        ["apiVersion", "kind", "namespaces", "subresources", "verbs"]
-            .map(str::to_owned)
-            .into()
+        [
+            "apiVersion",
+            "kind",
+            "namespaces",
+            "resource",
+            "subresources",
+            "verbs"
+        ]
+        .map(str::to_owned)
+        .into()
     );
     // The manifest's bounds are the schema's, so the API server refuses what the host would.
     assert_eq!(

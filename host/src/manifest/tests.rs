@@ -133,6 +133,7 @@ fn the_full_example_parses_to_its_values() {
             verbs: Verb::ALL.to_vec(),
             namespaces: Some(vec!["default".to_owned()]),
             subresources: vec!["status".to_owned()],
+            resource: None,
         }]
     );
 }
@@ -236,6 +237,7 @@ fn each_invalid_value_is_refused_naming_its_field_value_and_fix() {
             grants: [{apiVersion: v1, kind: A, verbs: [get], namespaces: [a, '*']}] | grants[0].namespaces | `*` already means every namespace
             grants: [{apiVersion: v1, kind: A, verbs: [get], namespaces: [A]}] | grants[0].namespaces | `A` is not a valid namespace name
             grants: [{apiVersion: v1, kind: A, verbs: [get], subresources: [Status]}] | grants[0].subresources | `Status` is not a valid subresource name
+            grants: [{apiVersion: v1, kind: A, verbs: [get], resource: As/x}] | grants[0].resource | `As/x` is not a valid resource name; use lowercase letters, digits and `-`, at most 63 characters, starting and ending with a letter or digit, the kind's plural
             shadow: {sample: 1} | shadow.module | missing; add the component's path
             shadow: {module: v2.wasm, sample: 0} | shadow.sample | 0 is not a fraction of reconciles; give a number above 0 and at most 1
             shadow: {module: v2.wasm, sample: 1.5} | shadow.sample | 1.5 is not a fraction

@@ -440,11 +440,19 @@ fn validate_grant(field: &str, raw: &RawGrant) -> Result<Grant, Problem> {
     each_once(&format!("{field}.subresources"), &subresources, |name| {
         label_problem("subresource name", name).map(|p| p + ", e.g. `status` or `scale`")
     })?;
+    if let Some(resource) = &raw.resource {
+        let problem_text = label_problem("resource name", resource)
+            .map(|p| p + ", the kind's plural as the API server serves it, e.g. `gateways`");
+        if let Some(message) = problem_text {
+            return Err(problem(format!("{field}.resource"), message));
+        }
+    }
     let grant = Grant {
         kind,
         verbs,
         namespaces,
         subresources,
+        resource: raw.resource.clone(),
     };
     match super::reserved::refusal(&grant) {
         Some(message) => Err(problem(field, message)),

@@ -30,7 +30,7 @@
 //! `networkpolicies`), which is right for every built-in kind; for custom resources it is a
 //! guess that the output's header lists, to be checked against the CRD's `spec.names.plural`,
 //! fixed with `--plural Kind.group=plural`, or replaced by asking the API server (`--discover`,
-//! which connects as `run` does).
+//! which connects as `run` does). A grant's written `resource` is taken as its kind's plural.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -212,6 +212,18 @@ pub async fn generate(args: &RbacArgs) -> Result<String, String> {
             plurals
                 .entry(kind.clone())
                 .or_insert_with(|| derived_plural(kind));
+        }
+    }
+    // A grant's written `resource` is the plural (the host refuses calls when it is not).
+    for grant in manifests.iter().flat_map(|(_, manifest)| &manifest.grants) {
+        if let Some(resource) = &grant.resource {
+            plurals.insert(
+                grant.kind.clone(),
+                Plural {
+                    plural: resource.clone(),
+                    guessed: false,
+                },
+            );
         }
     }
     for (kind, group_name, plural) in &args.plurals {

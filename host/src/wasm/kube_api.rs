@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 use crate::authz::{Read, ReadAuthorizer};
 use crate::client::{self, ClientLimits};
 use crate::election::Fence;
-use crate::manifest::{ApiRateLimit, Manifest, ServiceAccountRef};
+use crate::manifest::{ApiRateLimit, Grant, Manifest, ServiceAccountRef};
 use crate::runtime::KindRef;
 use crate::wasm::api::{
     ApiBackend, ApiCall, ApiFuture, ApiProvider, ApiResult, PatchDoc, ReadFuture, SharedApi,
@@ -120,8 +120,10 @@ impl ApiProvider for KubeApis {
         }
         match client::fenced_client(config, &limits, self.fence.clone()) {
             Ok(client) => Arc::new(match &manifest.service_account {
-                Some(account) => KubeApi::new(client).acting_as(account.clone(), self.reads()),
-                None => KubeApi::new(client),
+                Some(account) => KubeApi::new(client)
+                    .with_grants(&manifest.grants)
+                    .acting_as(account.clone(), self.reads()),
+                None => KubeApi::new(client).with_grants(&manifest.grants),
             }),
             Err(error) => {
                 let message = format!(
@@ -143,6 +145,9 @@ pub struct KubeApi {
     /// The ServiceAccount the client impersonates, and who answers whether it may read
     /// (`None` inside: nobody can, so every cached read is refused).
     account: Option<(ServiceAccountRef, Option<Arc<ReadAuthorizer>>)>,
+    /// Each granted kind's resources as its grants name them (written or guessed): what the
+    /// admission policy checked the plugin object's author holds.
+    granted: HashMap<KindRef, Vec<String>>,
 }
 
 impl std::fmt::Debug for KubeApi {
@@ -159,6 +164,37 @@ impl KubeApi {
             client,
             kinds: Mutex::default(),
             account: None,
+            granted: HashMap::new(),
+        }
+    }
+
+    /// Refuses calls on a kind of `grants` whose resource, as the API server serves it, is not
+    /// the one each grant of that kind names ([`Grant::resource`]): the admission policy
+    /// checked the author of a plugin object holds that resource, so a call on any other would
+    /// use rights nobody checked.
+    #[must_use]
+    pub fn with_grants(mut self, grants: &[Grant]) -> Self {
+        for grant in grants {
+            let resources = self.granted.entry(grant.kind.clone()).or_default();
+            let resource = grant.resource().into_owned();
+            if !resources.contains(&resource) {
+                resources.push(resource);
+            }
+        }
+        self
+    }
+
+    /// `Denied` when a grant of `kind` names another resource than `served`.
+    fn check_granted_resource(&self, kind: &KindRef, served: &str) -> Result<(), CallError> {
+        let named = self.granted.get(kind).into_iter().flatten();
+        match named.into_iter().find(|resource| *resource != served) {
+            None => Ok(()),
+            Some(resource) => Err(CallError::Denied(format!(
+                "a grant for {}/{} names resource `{resource}` (its `resource`, or guessed from \
+                 the kind), but the API server serves the kind as `{served}`; write `resource: \
+                 {served}` in that grant (the admission policy then checks `{served}`)",
+                kind.api_version, kind.kind
+            ))),
         }
     }
 
@@ -249,6 +285,7 @@ impl KubeApi {
     async fn perform(&self, call: ApiCall, dry_run: bool) -> ApiResult {
         let target = call.target();
         let (resource, namespaced) = self.resolve(&target.kind).await?;
+        self.check_granted_resource(&target.kind, &resource.plural)?;
         let namespace = match (namespaced, target.namespace.as_deref()) {
             (true, None) => {
                 return Err(CallError::Invalid(format!(
@@ -457,5 +494,41 @@ mod tests {
                 "{api_version}/{kind}: {result:?}"
             );
         }
+    }
+
+    #[tokio::test]
+    async fn a_call_on_a_kind_whose_grant_names_another_resource_is_denied() {
+        let server = embedded_apiserver::ApiServer::start(embedded_apiserver::Config::default())
+            .await
+            .expect("server");
+        let grant = |resource: Option<&str>| Grant {
+            kind: KindRef::new("v1", "ConfigMap"),
+            verbs: vec![crate::manifest::Verb::Get],
+            namespaces: None,
+            subresources: Vec::new(),
+            resource: resource.map(str::to_owned),
+        };
+        let call = || ApiCall::Get {
+            target: Target {
+                kind: KindRef::new("v1", "ConfigMap"),
+                namespace: Some("default".to_owned()),
+                name: "absent".to_owned(),
+            },
+        };
+        for resource in [None, Some("configmaps")] {
+            let api =
+                KubeApi::new(server.kube_client().expect("client")).with_grants(&[grant(resource)]);
+            let result = api.call(call()).await;
+            assert!(matches!(result, Ok(None)), "{resource:?}: {result:?}");
+        }
+        let api = KubeApi::new(server.kube_client().expect("client"))
+            .with_grants(&[grant(Some("secrets"))]);
+        let result = api.call(call()).await;
+        assert!(
+            matches!(&result, Err(CallError::Denied(message))
+                if message.contains("names resource `secrets`")
+                    && message.contains("write `resource: configmaps`")),
+            "{result:?}"
+        );
     }
 }
