@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod authorization;
 mod binary;
 mod faults;
 mod kube_rs;
