@@ -300,7 +300,11 @@ fn details(resource: &str, name: &str) -> Value {
 /// `FieldValueNotSupported`).
 fn invalid_details(kind: &str, name: &str, problems: &[String]) -> Value {
     let (kind, group) = kind.split_once('.').unwrap_or((kind, ""));
-    let mut details = json!({"kind": kind});
+    // Upstream's `omitempty`: the review kinds name no kind (their decoded object has none).
+    let mut details = json!({});
+    if !kind.is_empty() {
+        details["kind"] = kind.into();
+    }
     if !name.is_empty() {
         details["name"] = name.into();
     }

@@ -2,7 +2,7 @@
 //! kube-apiserver's bootstrap policy (k8s.io/kubernetes
 //! `plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go`): `cluster-admin` for
 //! `system:masters`, discovery and `kubectl auth can-i`/`whoami` for every authenticated user,
-//! health and version for everyone. The aggregated `admin`, `edit` and `view` roles and the
+//! the OIDC discovery paths for every ServiceAccount, health and version for everyone. The aggregated `admin`, `edit` and `view` roles and the
 //! controllers' roles are not created.
 
 use serde_json::{Value, json};
@@ -35,6 +35,14 @@ fn defaults() -> Vec<(&'static str, Value, &'static [&'static str])> {
                  "resources": ["selfsubjectreviews"]},
             ]),
             &["system:authenticated"],
+        ),
+        (
+            "system:service-account-issuer-discovery",
+            json!([{"verbs": ["get"], "nonResourceURLs": [
+                "/.well-known/openid-configuration", "/.well-known/openid-configuration/",
+                "/openid/v1/jwks", "/openid/v1/jwks/",
+            ]}]),
+            &["system:serviceaccounts"],
         ),
         (
             "system:public-info-viewer",

@@ -153,6 +153,10 @@ fn role_rules(store: &Store, role_ref: &Value, namespace: &str) -> Result<Vec<Ru
         .unwrap_or_default())
 }
 
+/// What [`visit_rules`] hands its visitor: a rule and the binding that grants it, or a role that
+/// cannot be resolved.
+pub type Visit<'a> = Result<(&'a str, &'a Rule), String>;
+
 /// Calls `visit` with each rule that applies to `user` in `namespace` and a description of the
 /// binding that grants it (`ClusterRoleBinding "b" of ClusterRole "r" to User "u"`), and with
 /// each role that cannot be resolved; stops when `visit` returns false (upstream's
@@ -161,7 +165,7 @@ pub fn visit_rules(
     store: &Store,
     user: &UserInfo,
     namespace: &str,
-    visit: &mut dyn FnMut(Result<(&str, &Rule), String>) -> bool,
+    visit: &mut dyn FnMut(Visit<'_>) -> bool,
 ) {
     let scopes: [(&str, Option<&str>); 2] = [
         ("clusterrolebindings", None),

@@ -78,7 +78,8 @@ fn text(v: &Value, key: &str) -> String {
         .to_string()
 }
 
-/// Answers a review created by `requester` (namespace `ns` from the path, for the local one).
+/// Answers a review created by `requester` (namespace `ns` from the path, for the local one);
+/// the access reviews' `managedFields` name `manager`.
 /// `enforce` false: every access review is allowed (the server does not authorize).
 ///
 /// # Errors
@@ -89,6 +90,7 @@ pub fn answer(
     review: Review,
     requester: &UserInfo,
     ns: &str,
+    manager: &str,
     body: &[u8],
 ) -> Result<Value, ApiError> {
     let sent: Value = serde_json::from_slice(body).map_err(|e| {
@@ -99,7 +101,8 @@ pub fn answer(
             review.group()
         ))
     })?;
-    let kind = format!("{}.{}", review.kind(), review.group());
+    // Upstream names the kind of its decoded (internal) review, which has none: `.group`.
+    let kind = format!(".{}", review.group());
     let spec = sent.get("spec").cloned().unwrap_or_default();
     let mut out = json!({"kind": review.kind(), "apiVersion": format!("{}/v1", review.group())});
     match review {
@@ -269,8 +272,15 @@ pub fn answer(
     if !decision.reason.is_empty() {
         status["reason"] = json!(decision.reason);
     }
-    out["metadata"] = metadata;
+    if metadata.as_object().is_some_and(|m| !m.is_empty()) {
+        out["metadata"] = metadata;
+    }
     out["spec"] = Value::Object(echoed);
+    // Upstream's create handler records the sender's fields, as for any created object.
+    crate::patch::record_update(None, &mut out, manager, &now_rfc3339());
+    if out.get("metadata").is_none() {
+        out["metadata"] = json!({});
+    }
     out["status"] = status;
     Ok(out)
 }

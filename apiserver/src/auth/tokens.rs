@@ -72,7 +72,7 @@ impl Tokens {
     }
 
     /// Serves a TokenRequest for ServiceAccount `namespace/name` with `body` (a TokenRequest,
-    /// possibly empty): the ServiceAccount must exist (404 otherwise), `expirationSeconds`
+    /// possibly empty; its fields are recorded as `manager`'s): the ServiceAccount must exist (404 otherwise), `expirationSeconds`
     /// defaults to 3600 and may not be under 600; the answer is the TokenRequest with
     /// `status.token` (JWT-shaped: its claims are readable; it is valid only on this server).
     ///
@@ -84,6 +84,7 @@ impl Tokens {
         store: &Store,
         namespace: &str,
         name: &str,
+        manager: &str,
         body: &[u8],
     ) -> Result<Value, ApiError> {
         let mut req: Value = if body.iter().all(u8::is_ascii_whitespace) {
@@ -191,6 +192,8 @@ impl Tokens {
             );
         req["kind"] = json!("TokenRequest");
         req["apiVersion"] = json!("authentication.k8s.io/v1");
+        // The sender's fields, before the server fills in its own.
+        crate::patch::record_update(None, &mut req, manager, &now_rfc3339());
         let meta = crate::cluster::meta_mut(&mut req);
         meta.insert("name".into(), json!(name));
         meta.insert("namespace".into(), json!(namespace));

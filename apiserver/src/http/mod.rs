@@ -153,7 +153,15 @@ async fn dispatch(
         _ => return Err(not_found_path(path)),
     };
     if *method == Method::POST
-        && let Some(resp) = reviews::serve(app, group, version, rest, user, &body)
+        && let Some(resp) = reviews::serve(
+            app,
+            group,
+            version,
+            rest,
+            user,
+            &objects::write_options(query, headers, Verb::Create).field_manager,
+            &body,
+        )
     {
         return resp;
     }

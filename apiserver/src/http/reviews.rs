@@ -20,6 +20,7 @@ pub(super) fn serve(
     version: &str,
     rest: &[&str],
     user: &UserInfo,
+    manager: &str,
     body: &[u8],
 ) -> Option<Result<Response, ApiError>> {
     if version != "v1" {
@@ -28,16 +29,19 @@ pub(super) fn serve(
     let store = &app.cluster.store;
     let created = |value: serde_json::Value| json_response(StatusCode::CREATED, value.to_string());
     match (group, rest) {
-        ("", ["namespaces", ns, "serviceaccounts", name, "token"]) => {
-            Some(app.auth.tokens.request(store, ns, name, body).map(created))
-        }
+        ("", ["namespaces", ns, "serviceaccounts", name, "token"]) => Some(
+            app.auth
+                .tokens
+                .request(store, ns, name, manager, body)
+                .map(created),
+        ),
         (_, ["namespaces", ns, plural]) => {
             let review = Review::of(group, plural).filter(|r| *r == Review::LocalSubject)?;
-            Some(answer(store, app.auth.enforces(), review, user, ns, body).map(created))
+            Some(answer(store, app.auth.enforces(), review, user, ns, manager, body).map(created))
         }
         (_, [plural]) => {
             let review = Review::of(group, plural).filter(|r| *r != Review::LocalSubject)?;
-            Some(answer(store, app.auth.enforces(), review, user, "", body).map(created))
+            Some(answer(store, app.auth.enforces(), review, user, "", manager, body).map(created))
         }
         _ => None,
     }

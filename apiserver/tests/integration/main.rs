@@ -8,6 +8,7 @@ mod common;
 mod authorization;
 mod binary;
 mod faults;
+mod impersonation;
 mod kube_rs;
 mod kubectl;
 mod list_watch;
