@@ -24,6 +24,9 @@ use corpus::{Corpus, Sequence, Step};
 use embedded_apiserver::{ApiServer, Config};
 use transport::{Reply, Server};
 
+/// The embedded server's admin token (its default; the server authorizes as the real one does).
+const ADMIN_TOKEN: &str = "embedded-apiserver";
+
 /// How long a step with `until` resends before the difference stands.
 const UNTIL: Duration = Duration::from_secs(30);
 
@@ -46,12 +49,12 @@ async fn embedded_server_answers_every_corpus_request_like_a_real_one() {
     let plane = tokio::task::spawn_blocking(ControlPlane::start)
         .await
         .expect("the control plane starts");
-    let embedded = ApiServer::start(Config::default())
+    let embedded = ApiServer::start(Config::default().authorization(true))
         .await
         .expect("the embedded API server starts");
     let servers = Pair {
         real: Server::new("real", plane.url(), Some(plane.token())),
-        embedded: Server::new("embedded", &embedded.url(), None),
+        embedded: Server::new("embedded", &embedded.url(), Some(ADMIN_TOKEN)),
         etcd: Server::new("etcd", &etcd_url(&plane), None),
         compact: embedded.faults(),
     };
@@ -285,21 +288,35 @@ async fn run(servers: &Pair, corpus: &Corpus, sequence: &Sequence, totals: &mut 
     }
 }
 
-/// Sends `step` to `server`; with `until`, resends (bounded) until the answer has that code.
+/// Sends `step` to `server`; with `until` (`until_text`), resends (bounded) until the answer has
+/// that code (its body that text).
 async fn send(server: &Server, step: &Step, vars: &BTreeMap<String, String>) -> Reply {
     let path = corpus::substitute(&step.path, vars);
     let headers = step.request_headers(vars);
+    let bearer = step.bearer.as_deref().map(|b| corpus::substitute(b, vars));
+    let text = step
+        .until_text
+        .as_deref()
+        .map(|t| corpus::substitute(t, vars));
     let deadline = Instant::now() + UNTIL;
     loop {
         let reply = server
-            .send(&step.method, &path, &headers, step.request_body(vars))
+            .send_as(
+                bearer.as_deref(),
+                &step.method,
+                &path,
+                &headers,
+                step.request_body(vars),
+            )
             .await;
-        match step.until {
-            Some(code) if reply.code != code && Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            _ => return reply,
+        let waiting = step.until.is_some_and(|code| reply.code != code)
+            || text
+                .as_deref()
+                .is_some_and(|t| !reply.body.to_string().contains(t));
+        if !waiting || Instant::now() >= deadline {
+            return reply;
         }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

@@ -3,6 +3,17 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
+/// A user a bearer token stands for, from [`Config::user`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StaticUser {
+    /// The bearer token.
+    pub token: String,
+    /// The user name.
+    pub name: String,
+    /// The groups (`system:authenticated` is added).
+    pub groups: Vec<String>,
+}
+
 /// How to start an [`ApiServer`](crate::ApiServer).
 ///
 /// ```
@@ -19,6 +30,8 @@ pub struct Config {
     pub(crate) default_namespaces: Vec<String>,
     pub(crate) token: Option<String>,
     pub(crate) record_requests: bool,
+    pub(crate) authorization: bool,
+    pub(crate) users: Vec<StaticUser>,
 }
 
 impl Default for Config {
@@ -38,6 +51,8 @@ impl Default for Config {
             ],
             token: None,
             record_requests: false,
+            authorization: false,
+            users: Vec::new(),
         }
     }
 }
@@ -63,6 +78,45 @@ impl Config {
     #[must_use]
     pub fn require_token(mut self, token: impl Into<String>) -> Self {
         self.token = Some(token.into());
+        self
+    }
+
+    /// Authenticate and authorize every request as kube-apiserver with `--authorization-mode=RBAC`
+    /// does. Default: off (every request is allowed).
+    ///
+    /// On: the admin token ([`require_token`](Self::require_token), or `embedded-apiserver`, the
+    /// one the kubeconfig and [`kube_client`](crate::ApiServer::kube_client) carry) is user
+    /// `admin` in `system:masters`, allowed everything; a token from the TokenRequest
+    /// subresource (`kubectl create token`) is its ServiceAccount
+    /// (`system:serviceaccount:<ns>:<name>`, groups `system:serviceaccounts`,
+    /// `system:serviceaccounts:<ns>`, `system:authenticated`); a [`user`](Self::user) token is
+    /// that user; no token is `system:anonymous`; any other token is `401 Unauthorized`.
+    /// `Impersonate-User`/`-Group`/`-Uid` are checked as upstream checks them. Requests are
+    /// allowed by RBAC rules read from the server's Roles, ClusterRoles and bindings at request
+    /// time, else refused with upstream's `403 Forbidden`; the SubjectAccessReview APIs answer
+    /// with the same rules. The server starts with upstream's `cluster-admin`,
+    /// `system:discovery`, `system:basic-user` and `system:public-info-viewer` ClusterRoles and
+    /// bindings (not the aggregated `admin`, `edit`, `view`).
+    #[must_use]
+    pub fn authorization(mut self, on: bool) -> Self {
+        self.authorization = on;
+        self
+    }
+
+    /// A static user: requests with bearer `token` authenticate as `name` in `groups` (and
+    /// `system:authenticated`), like a line of kube-apiserver's `--token-auth-file`.
+    #[must_use]
+    pub fn user(
+        mut self,
+        token: impl Into<String>,
+        name: impl Into<String>,
+        groups: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        self.users.push(StaticUser {
+            token: token.into(),
+            name: name.into(),
+            groups: groups.into_iter().map(Into::into).collect(),
+        });
         self
     }
 

@@ -25,7 +25,25 @@ pub fn apply(res: &Resource, obj: &mut Value) {
         ("", "Pod") => template(obj.get_mut("spec")),
         ("", "Service") => service(obj),
         ("apiextensions.k8s.io", "CustomResourceDefinition") => crd(obj),
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => subjects(obj),
         _ => {}
+    }
+}
+
+/// A binding's User and Group subjects get `apiGroup: rbac.authorization.k8s.io` (upstream's
+/// `SetDefaults_Subject`; a ServiceAccount's stays empty).
+fn subjects(obj: &mut Value) {
+    let Some(subjects) = obj.get_mut("subjects").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for subject in subjects {
+        let kind = subject
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if matches!(kind, "User" | "Group") {
+            default(subject, "apiGroup", json!("rbac.authorization.k8s.io"));
+        }
     }
 }
 

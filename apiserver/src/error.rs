@@ -93,6 +93,19 @@ pub enum ApiError {
         /// Why it is forbidden.
         message: String,
     },
+    /// 403 Forbidden from the authorizer, as upstream's `ForbiddenStatusError`: the message
+    /// names the user and what they may not do; the details name the resource and object.
+    #[error("{message}")]
+    Denied {
+        /// The API group of the request, empty for core or a non-resource path.
+        group: String,
+        /// The resource (plural), empty for a non-resource path.
+        resource: String,
+        /// The object name, empty when none.
+        name: String,
+        /// The whole message.
+        message: String,
+    },
     /// 405 MethodNotAllowed: the verb is not served for this path.
     #[error("{0}")]
     MethodNotAllowed(String),
@@ -135,7 +148,9 @@ impl ApiError {
             ApiError::TooManyRequests { .. } => 429,
             ApiError::MethodNotAllowed(_) => 405,
             ApiError::Unauthorized(_) => 401,
-            ApiError::Forbidden(_) | ApiError::ForbiddenObject { .. } => 403,
+            ApiError::Forbidden(_) | ApiError::ForbiddenObject { .. } | ApiError::Denied { .. } => {
+                403
+            }
             ApiError::UnsupportedMediaType(_) => 415,
             ApiError::Internal(_) | ApiError::Unclassified(_) => 500,
             ApiError::ServiceUnavailable(_) => 503,
@@ -157,7 +172,9 @@ impl ApiError {
             ApiError::TooManyRequests { .. } => "TooManyRequests",
             ApiError::MethodNotAllowed(_) => "MethodNotAllowed",
             ApiError::Unauthorized(_) => "Unauthorized",
-            ApiError::Forbidden(_) | ApiError::ForbiddenObject { .. } => "Forbidden",
+            ApiError::Forbidden(_) | ApiError::ForbiddenObject { .. } | ApiError::Denied { .. } => {
+                "Forbidden"
+            }
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::Internal(_) => "InternalError",
             ApiError::Unclassified(_) => "",
@@ -206,6 +223,21 @@ impl ApiError {
             ApiError::TooManyRequests {
                 retry_after_secs, ..
             } => Some(json!({"retryAfterSeconds": retry_after_secs})),
+            ApiError::Denied {
+                group,
+                resource,
+                name,
+                ..
+            } => {
+                // Upstream's StatusDetails: every field `omitempty`, so a path is `{}`.
+                let mut d = json!({});
+                for (key, value) in [("name", name), ("group", group), ("kind", resource)] {
+                    if !value.is_empty() {
+                        d[key] = json!(value);
+                    }
+                }
+                Some(d)
+            }
             ApiError::TooLargeResourceVersion { .. } => Some(json!({
                 "causes": [{"reason": "ResourceVersionTooLarge",
                             "message": "Too large resource version"}],
@@ -268,7 +300,11 @@ fn details(resource: &str, name: &str) -> Value {
 /// `FieldValueNotSupported`).
 fn invalid_details(kind: &str, name: &str, problems: &[String]) -> Value {
     let (kind, group) = kind.split_once('.').unwrap_or((kind, ""));
-    let mut details = json!({"kind": kind});
+    // Upstream's `omitempty`: the review kinds name no kind (their decoded object has none).
+    let mut details = json!({});
+    if !kind.is_empty() {
+        details["kind"] = kind.into();
+    }
     if !name.is_empty() {
         details["name"] = name.into();
     }

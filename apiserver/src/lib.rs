@@ -1,6 +1,7 @@
 //! An in-process, in-memory Kubernetes API server: the development cluster and the test backbone.
 #![deny(missing_docs)]
 
+mod auth;
 mod builtins;
 mod cluster;
 mod config;

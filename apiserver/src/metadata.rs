@@ -21,13 +21,27 @@ const IMMUTABLE: &str = "field is immutable when `immutable` is set";
 
 /// Why `name` is not a valid name for `res`, as upstream's name function of the kind says it:
 /// a DNS-1123 label for Namespaces and Services (a 1.36 server no longer asks a Service for a
-/// DNS-1035 label: `1web` is accepted), a DNS-1123 subdomain otherwise. Empty when it is valid.
+/// DNS-1035 label: `1web` is accepted), a path segment for the RBAC kinds (`system:discovery`;
+/// upstream's `ValidateRBACName`), a DNS-1123 subdomain otherwise. Empty when it is valid.
 pub fn name_problems(res: &Resource, name: &str) -> Vec<String> {
     let core = res.group.is_empty() && res.crd.is_none();
     match res.kind.as_str() {
         "Namespace" | "Service" if core => dns_label_problems(name),
+        _ if res.group == "rbac.authorization.k8s.io" => path_segment_problems(name),
         _ => validate_subdomain(name).err().into_iter().collect(),
     }
+}
+
+/// Upstream's `IsValidPathSegmentName`: not `.` or `..`, no `/` or `%`.
+fn path_segment_problems(name: &str) -> Vec<String> {
+    if name == "." || name == ".." {
+        return vec![format!("may not be '{name}'")];
+    }
+    ['/', '%']
+        .iter()
+        .filter(|c| name.contains(**c))
+        .map(|c| format!("may not contain '{c}'"))
+        .collect()
 }
 
 /// Upstream's `IsDNS1123Label`: at most 63 characters of `[a-z0-9]([-a-z0-9]*[a-z0-9])?`.

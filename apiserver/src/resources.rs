@@ -129,7 +129,63 @@ const CRD_VERBS: &[&str] = &[
     "watch",
 ];
 
-/// The built-in resources: every kind of [`crate::builtins::all`] with its [`crate::builtins::extras`].
+/// The create-only review kinds (served by `crate::auth::reviews`, nothing stored):
+/// `(group, plural, kind, namespaced)`. TokenReview is not served.
+const REVIEWS: &[(&str, &str, &str, bool)] = &[
+    (
+        "authentication.k8s.io",
+        "selfsubjectreviews",
+        "SelfSubjectReview",
+        false,
+    ),
+    (
+        "authorization.k8s.io",
+        "localsubjectaccessreviews",
+        "LocalSubjectAccessReview",
+        true,
+    ),
+    (
+        "authorization.k8s.io",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+        false,
+    ),
+    (
+        "authorization.k8s.io",
+        "selfsubjectrulesreviews",
+        "SelfSubjectRulesReview",
+        false,
+    ),
+    (
+        "authorization.k8s.io",
+        "subjectaccessreviews",
+        "SubjectAccessReview",
+        false,
+    ),
+];
+
+/// The review kinds of [`REVIEWS`] as resources with the one verb `create`.
+fn reviews() -> impl Iterator<Item = Resource> {
+    REVIEWS
+        .iter()
+        .map(|&(group, plural, kind, namespaced)| Resource {
+            group: group.into(),
+            version: "v1".into(),
+            plural: plural.into(),
+            singular: kind.to_lowercase(),
+            kind: kind.into(),
+            short_names: Vec::new(),
+            categories: Vec::new(),
+            namespaced,
+            status: false,
+            verbs: vec!["create"],
+            crd: None,
+            columns: Vec::new(),
+        })
+}
+
+/// The built-in resources: every kind of [`crate::builtins::all`] with its
+/// [`crate::builtins::extras`], and the review kinds.
 pub fn builtins() -> Vec<Resource> {
     crate::builtins::all()
         .into_iter()
@@ -150,6 +206,7 @@ pub fn builtins() -> Vec<Resource> {
                 columns: Vec::new(),
             }
         })
+        .chain(reviews())
         .collect()
 }
 

@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::authn::{Authenticator, DEFAULT_ADMIN_TOKEN};
 use crate::cluster::{CRDS, Cluster, WriteOptions};
 use crate::config::Config;
 use crate::create::crd_status;
@@ -52,7 +53,8 @@ pub struct ApiServer {
     certs: tls::Certs,
     /// What [`restart_empty`](Self::restart_empty) starts again with.
     config: Box<Config>,
-    token: Option<String>,
+    /// The admin token (the required one, or the default the kubeconfig carries).
+    token: String,
     requests: Option<Arc<std::sync::Mutex<Vec<RecordedRequest>>>>,
     cancel: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
@@ -112,12 +114,23 @@ impl ApiServer {
                 .create(&ns_res, "", obj, &opts)
                 .expect("creating a default namespace in an empty store succeeds");
         }
+        if config.authorization {
+            for (plural, obj) in crate::auth::bootstrap::objects() {
+                let res = cluster
+                    .registry
+                    .find("rbac.authorization.k8s.io", "v1", plural)
+                    .expect("RBAC kinds are built in");
+                cluster
+                    .create(&res, "", obj, &opts)
+                    .expect("creating a default RBAC object in an empty store succeeds");
+            }
+        }
         let cancel = CancellationToken::new();
         let requests = config.record_requests.then(Arc::default);
         let app = Arc::new(App {
             cluster: cluster.clone(),
             shutdown: cancel.clone(),
-            token: config.token.clone(),
+            auth: Arc::new(Authenticator::new(&config)),
             requests: requests.clone(),
         });
         let mut tasks = vec![tokio::spawn(gc::run(
@@ -162,7 +175,10 @@ impl ApiServer {
             cluster,
             http_addr,
             https_addr,
-            token: config.token.clone(),
+            token: config
+                .token
+                .clone()
+                .unwrap_or_else(|| DEFAULT_ADMIN_TOKEN.into()),
             certs,
             config: Box::new(config),
             requests,
@@ -209,7 +225,7 @@ impl ApiServer {
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [{"name": "embedded", "cluster": cluster}],
-            "users": [{"name": "embedded", "user": {"token": self.token.as_deref().unwrap_or("embedded-apiserver")}}],
+            "users": [{"name": "embedded", "user": {"token": self.token}}],
             "contexts": [{"name": "embedded", "context": {"cluster": "embedded", "user": "embedded", "namespace": "default"}}],
             "current-context": "embedded",
         });
@@ -240,7 +256,7 @@ impl ApiServer {
             .expect("an http URL built from a socket address parses");
         let mut config = kube::Config::new(uri);
         config.default_namespace = "default".into();
-        config.auth_info.token = self.token.clone().map(Into::into);
+        config.auth_info.token = Some(self.token.clone().into());
         kube::Client::try_from(config).map_err(|source| ClientError { url, source })
     }
 

@@ -69,6 +69,12 @@ pub struct Step {
     /// Resend (bounded) until the real server answers this code: a new CRD is served a moment
     /// after it is created.
     pub until: Option<u16>,
+    /// Resend (bounded) until the answer's body (as JSON text) contains this text: an RBAC
+    /// change reaches a real server's authorizer through its informers a moment after the write.
+    pub until_text: Option<String>,
+    /// Send as whoever this bearer token names (`${name}` substituted) instead of the admin;
+    /// an empty string sends no credentials (anonymous).
+    pub bearer: Option<String>,
     /// Before sending: compact both servers' history (etcd's revisions, the embedded server's
     /// watch history), so every resourceVersion before now is gone.
     #[serde(default)]

@@ -11,6 +11,8 @@ pub struct Server {
     /// `real` or `embedded`, for messages.
     pub name: &'static str,
     client: kube::Client,
+    /// The same server without credentials: steps that send their own bearer token (or none).
+    bare: kube::Client,
 }
 
 /// One answer: status code, content type and body (JSON when it parses, else a string; a watch
@@ -26,18 +28,38 @@ impl Server {
     /// A server at `url`, with `token` as the bearer token when given. The certificate is not
     /// verified: the real server's is self-signed and this is a test client.
     pub fn new(name: &'static str, url: &str, token: Option<&str>) -> Self {
-        let mut config = kube::Config::new(url.parse().expect("the server URL parses"));
-        config.accept_invalid_certs = true;
-        config.default_retry = false;
-        config.auth_info.token = token.map(|t| t.to_owned().into());
-        let client = kube::Client::try_from(config)
-            .unwrap_or_else(|e| panic!("a kube client for the {name} server at {url}: {e}"));
-        Self { name, client }
+        let client = |token: Option<&str>| {
+            let mut config = kube::Config::new(url.parse().expect("the server URL parses"));
+            config.accept_invalid_certs = true;
+            config.default_retry = false;
+            config.auth_info.token = token.map(|t| t.to_owned().into());
+            kube::Client::try_from(config)
+                .unwrap_or_else(|e| panic!("a kube client for the {name} server at {url}: {e}"))
+        };
+        Self {
+            name,
+            client: client(token),
+            bare: client(None),
+        }
     }
 
-    /// Sends one request and reads the whole answer (a watch must carry `timeoutSeconds`).
+    /// Sends one request as the server's admin and reads the whole answer (a watch must carry
+    /// `timeoutSeconds`).
     pub async fn send(
         &self,
+        method: &str,
+        path: &str,
+        headers: &[(String, String)],
+        body: Vec<u8>,
+    ) -> Reply {
+        self.send_as(None, method, path, headers, body).await
+    }
+
+    /// Like [`send`](Self::send); with `bearer`, as whoever that token names instead of the
+    /// admin (an empty token: no credentials, anonymous).
+    pub async fn send_as(
+        &self,
+        bearer: Option<&str>,
         method: &str,
         path: &str,
         headers: &[(String, String)],
@@ -64,9 +86,19 @@ impl Server {
                     .unwrap_or_else(|e| panic!("header {name}: `{value}` is not valid: {e}")),
             );
         }
+        if let Some(token) = bearer.filter(|t| !t.is_empty()) {
+            map.insert(
+                "authorization",
+                format!("Bearer {token}").parse().expect("a header value"),
+            );
+        }
         *request.body_mut() = body;
-        let response = self
-            .client
+        let client = if bearer.is_some() {
+            &self.bare
+        } else {
+            &self.client
+        };
+        let response = client
             .send(request.map(kube::client::Body::from))
             .await
             .unwrap_or_else(|e| panic!("{method} {path} to the {} server failed: {e}", self.name));

@@ -8,6 +8,7 @@ mod objects;
 mod protobuf;
 mod request;
 mod response;
+mod reviews;
 mod table;
 mod watch;
 
@@ -16,14 +17,16 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, Method, header};
+use axum::http::{HeaderMap, Method};
 use axum::response::Response;
 
+use crate::auth::{self, UserInfo};
 use crate::error::ApiError;
 use crate::faults::Verb;
 pub(crate) use request::App;
+pub(crate) use request::Query;
 pub use request::RecordedRequest;
-use request::{Query, Target, is_true};
+use request::{Target, is_true};
 use response::error_response;
 
 /// Largest request body accepted: a real server reads at most 3 MiB
@@ -52,16 +55,10 @@ fn not_found_path(path: &str) -> ApiError {
 }
 
 async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
-    if let Some(token) = &app.token {
-        let presented = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        if presented != Some(token.as_str()) {
-            return error_response(&ApiError::Unauthorized("Unauthorized".into()));
-        }
-    }
+    let requester = match app.auth.authenticate(&app.cluster.store, req.headers()) {
+        Ok(user) => user,
+        Err(e) => return error_response(&e),
+    };
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     if let Some(requests) = &app.requests {
@@ -87,6 +84,10 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         })
         .unwrap_or_default();
     let headers = req.headers().clone();
+    let user = match authorize(&app, requester, &method, &path, &query, &headers) {
+        Ok(user) => user,
+        Err(e) => return error_response(&e),
+    };
     let body = match axum::body::to_bytes(req.into_body(), MAX_BODY_BYTES).await {
         Ok(b) => b,
         Err(e) if is_length_limit(&e) => {
@@ -100,10 +101,33 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
             )));
         }
     };
-    let result = dispatch(&app, &method, &path, &query, &headers, body).await;
+    let result = dispatch(&app, &method, &path, &query, &headers, &user, body).await;
     let resp = result.unwrap_or_else(|e| error_response(&e));
     tracing::debug!(%method, path, status = resp.status().as_u16(), "request");
     resp
+}
+
+/// Impersonation, then authorization (when the server authorizes): the user the request acts
+/// as, or upstream's 400/403.
+fn authorize(
+    app: &App,
+    requester: UserInfo,
+    method: &Method,
+    path: &str,
+    query: &Query,
+    headers: &HeaderMap,
+) -> Result<UserInfo, ApiError> {
+    let store = &app.cluster.store;
+    let enforce = app.auth.enforces();
+    let mut attrs = auth::attributes::request_attributes(requester, method.as_str(), path, query);
+    attrs.user = auth::impersonation::impersonate(store, enforce, headers, &attrs)?;
+    if enforce {
+        let decision = auth::authorize(store, &attrs);
+        if !decision.allowed {
+            return Err(auth::forbidden(&attrs, &decision.reason));
+        }
+    }
+    Ok(attrs.user)
 }
 
 async fn dispatch(
@@ -112,6 +136,7 @@ async fn dispatch(
     path: &str,
     query: &Query,
     headers: &HeaderMap,
+    user: &UserInfo,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let segments: Vec<&str> = path
@@ -127,6 +152,19 @@ async fn dispatch(
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
         _ => return Err(not_found_path(path)),
     };
+    if *method == Method::POST
+        && let Some(resp) = reviews::serve(
+            app,
+            group,
+            version,
+            rest,
+            user,
+            &objects::write_options(query, headers, Verb::Create).field_manager,
+            &body,
+        )
+    {
+        return resp;
+    }
     let target = parse_target(app, group, version, rest).ok_or_else(|| not_found_path(path))?;
     let verb = verb_of(method, &target, query)?;
     let verb_name = verb_wire_name(verb);

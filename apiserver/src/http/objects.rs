@@ -169,7 +169,7 @@ fn check_dry_run(query: &Query, verb: Verb) -> Result<(), ApiError> {
     ))
 }
 
-fn write_options(query: &Query, headers: &HeaderMap, verb: Verb) -> WriteOptions {
+pub(super) fn write_options(query: &Query, headers: &HeaderMap, verb: Verb) -> WriteOptions {
     let field_manager = query.get("fieldManager").cloned().unwrap_or_else(|| {
         if verb == Verb::Patch && is_apply(headers) {
             return String::new();

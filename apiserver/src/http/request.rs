@@ -23,8 +23,8 @@ pub struct RecordedRequest {
 pub(crate) struct App {
     pub cluster: Arc<Cluster>,
     pub shutdown: CancellationToken,
-    /// The bearer token every request must carry, if any.
-    pub token: Option<String>,
+    /// Who a request's credentials name; whether requests are authorized.
+    pub auth: Arc<crate::auth::authn::Authenticator>,
     /// Every request received, when the server was configured to record them.
     pub requests: Option<Arc<std::sync::Mutex<Vec<RecordedRequest>>>>,
 }

@@ -39,6 +39,10 @@ const STRING_MAPS: &[&str] = &[
     "parameters",
 ];
 
+/// Fields that are pointers to structs in the built-in kinds, which an update that adds them owns
+/// as nodes (`".": {}`) as upstream does: the access reviews' attributes.
+const OPTIONAL_STRUCTS: &[&str] = &["resourceAttributes", "nonResourceAttributes"];
+
 /// Whether the field `name` of the map at `path` is excluded from ownership.
 fn ignored(path: &[&str], name: &str) -> bool {
     match path {
@@ -138,7 +142,10 @@ impl Walker {
                     path.pop();
                 }
                 // An empty object is owned as a leaf (`f:resources: {}`), as upstream does.
-                map.is_empty() || path.last().is_some_and(|name| STRING_MAPS.contains(name))
+                map.is_empty()
+                    || path.last().is_some_and(|name| {
+                        STRING_MAPS.contains(name) || OPTIONAL_STRUCTS.contains(name)
+                    })
             }
             Shape::Keyed(items) => {
                 for (element, item) in items {

@@ -5,8 +5,10 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod authorization;
 mod binary;
 mod faults;
+mod impersonation;
 mod kube_rs;
 mod kubectl;
 mod list_watch;
