@@ -250,6 +250,19 @@ impl ApiServer {
     /// # Errors
     /// [`ClientError`] when kube refuses the configuration.
     pub fn kube_client(&self) -> Result<kube::Client, ClientError> {
+        self.client_impersonating(None)
+    }
+
+    /// As [`kube_client`](Self::kube_client), impersonating `user` (`Impersonate-User`), as
+    /// a controller acting for someone else does.
+    ///
+    /// # Errors
+    /// [`ClientError`] when kube refuses the configuration.
+    pub fn kube_client_as(&self, user: &str) -> Result<kube::Client, ClientError> {
+        self.client_impersonating(Some(user))
+    }
+
+    fn client_impersonating(&self, user: Option<&str>) -> Result<kube::Client, ClientError> {
         let url = self.url();
         let uri = url
             .parse()
@@ -257,6 +270,7 @@ impl ApiServer {
         let mut config = kube::Config::new(uri);
         config.default_namespace = "default".into();
         config.auth_info.token = Some(self.token.clone().into());
+        config.auth_info.impersonate = user.map(ToOwned::to_owned);
         kube::Client::try_from(config).map_err(|source| ClientError { url, source })
     }
 

@@ -186,6 +186,16 @@ impl Backend {
         }
     }
 
+    /// An admin kube client impersonating `user`. Call it inside the test's runtime.
+    pub fn kube_client_as(&self, user: &str) -> kube::Client {
+        match self {
+            Self::Embedded(server) => server
+                .kube_client_as(user)
+                .expect("a kube client for the embedded API server"),
+            Self::Real { plane, .. } => plane.kube_client_as(Some(user)),
+        }
+    }
+
     /// Writes an admin kubeconfig to `path`.
     ///
     /// # Errors

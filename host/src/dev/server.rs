@@ -45,9 +45,12 @@ pub(super) async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
             )
         })?;
     let server = ApiServer::start(
+        // RBAC and impersonation as a cluster has them: a plugin acting as a ServiceAccount
+        // meets in `dev` the refusals it would meet there (the kubeconfig's user is admin).
         ServerConfig::default()
             .http_addr(SocketAddr::from(([127, 0, 0, 1], 0)))
-            .https_addr(Some(args.api_address)),
+            .https_addr(Some(args.api_address))
+            .authorization(true),
     )
     .await
     .with_context(|| {
