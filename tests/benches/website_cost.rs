@@ -18,6 +18,7 @@
 //! it never does).
 //!
 //! `cargo bench -p end-to-end --bench website_cost`; `WEBSITES=<n>` changes the 10,000;
+//! `ACT_AS=<namespace>/<name>` makes the plugin act as that ServiceAccount (impersonated);
 //! `E2E_BACKEND=real` runs against kube-apiserver and etcd (their CPU is read from `/proc`; the
 //! embedded server runs inside this process, so its CPU is this process's, polling included).
 
@@ -290,11 +291,43 @@ async fn main() {
     );
 
     let dir = scratch("bench-website-cost");
+    // ACT_AS=<namespace>/<name>: the plugin acts as that ServiceAccount (every request it
+    // causes impersonates it), bound to cluster-admin so that only the cost differs.
+    let act_as = std::env::var("ACT_AS").ok();
+    let overrides: Vec<(&str, &str)> = match act_as.as_deref().and_then(|a| a.split_once('/')) {
+        Some((namespace, name)) => {
+            let binding = format!(
+                "{{\"apiVersion\": \"rbac.authorization.k8s.io/v1\", \"kind\": \"ClusterRoleBinding\", \
+                 \"metadata\": {{\"name\": \"bench-{namespace}-{name}\"}}, \"roleRef\": {{\"apiGroup\": \
+                 \"rbac.authorization.k8s.io\", \"kind\": \"ClusterRole\", \"name\": \"cluster-admin\"}}, \
+                 \"subjects\": [{{\"kind\": \"ServiceAccount\", \"name\": \"{name}\", \"namespace\": \"{namespace}\"}}]}}"
+            );
+            let path = dir.join("binding.json");
+            std::fs::write(&path, binding).expect("binding written");
+            let applied = backend
+                .kubectl(&dir)
+                .args(["apply", "--validate=false", "-f"])
+                .arg(&path)
+                .output()
+                .expect("kubectl runs");
+            assert!(
+                applied.status.success(),
+                "{}",
+                String::from_utf8_lossy(&applied.stderr)
+            );
+            println!("website_cost: the plugin acts as ServiceAccount {namespace}/{name}");
+            vec![
+                ("serviceAccountName", name),
+                ("serviceAccountNamespace", namespace),
+            ]
+        }
+        None => Vec::new(),
+    };
     let plugin = manifest(
         &dir,
         "examples/website/plugin.yaml",
         &component(PLUGIN),
-        &[],
+        &overrides,
     );
     let kubeconfig = dir.join("kubeconfig");
     backend
