@@ -4,7 +4,6 @@
 //! namespace is refused with a condition naming the field. On both servers (on the real one the
 //! account is bound to a Role in the namespace, as a team would bind it).
 
-use std::path::Path;
 use std::process::Command;
 
 use crate::common::backend::{Backend, Cluster};
@@ -19,19 +18,6 @@ use serde_json::{Value, json};
 
 const TEAM: &str = "team-ns-a";
 const OTHER: &str = "team-ns-b";
-
-fn kubectl(backend: &Backend, dir: &Path, args: &[&str]) {
-    let output = backend
-        .kubectl(dir)
-        .args(args)
-        .output()
-        .expect("kubectl runs");
-    assert!(
-        output.status.success(),
-        "kubectl {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
 
 async fn ensure_namespace(backend: &Backend, name: &str) {
     let namespaces: Api<Namespace> = Api::all(backend.client());
@@ -112,11 +98,7 @@ async fn a_teams_plugin_runs_in_its_namespace_as_its_account_and_cannot_reach_an
     assert!(crd.status.success());
     let crd_path = dir.join("crd.yaml");
     std::fs::write(&crd_path, &crd.stdout).expect("written");
-    kubectl(
-        &backend,
-        &dir,
-        &["apply", "-f", crd_path.to_str().expect("UTF-8")],
-    );
+    backend.kubectl_ok(&dir, &["apply", "-f", crd_path.to_str().expect("UTF-8")]);
     crd_established(
         &backend.client(),
         "namespacedreconcilerplugins.reconcile-host.dev",
@@ -139,11 +121,7 @@ async fn a_teams_plugin_runs_in_its_namespace_as_its_account_and_cannot_reach_an
              "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": TEAM}]}]});
         let path = dir.join("role.json");
         std::fs::write(&path, role.to_string()).expect("written");
-        kubectl(
-            &backend,
-            &dir,
-            &["apply", "-f", path.to_str().expect("UTF-8")],
-        );
+        backend.kubectl_ok(&dir, &["apply", "-f", path.to_str().expect("UTF-8")]);
     }
     let post = PostParams::default();
     let team = config_maps(&backend, TEAM);

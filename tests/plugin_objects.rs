@@ -23,21 +23,6 @@ use serde_json::{Value, json};
 const CRD: &str = "reconcilerplugins.reconcile-host.dev";
 const MODULES: &str = "plugin-modules";
 
-/// Runs `kubectl` with `args` on `backend`; its stdout, asserting success.
-fn kubectl(backend: &Backend, dir: &Path, args: &[&str]) -> String {
-    let output = backend
-        .kubectl(dir)
-        .args(args)
-        .output()
-        .expect("kubectl runs");
-    assert!(
-        output.status.success(),
-        "kubectl {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_owned()
-}
-
 /// Applies the CRD `reconcile-host crd` prints, with kubectl, and waits until it is served.
 async fn apply_crd(backend: &Backend, dir: &Path) {
     let output = Command::new(HOST_BINARY)
@@ -47,11 +32,7 @@ async fn apply_crd(backend: &Backend, dir: &Path) {
     assert!(output.status.success(), "reconcile-host crd failed");
     let path = dir.join("crd.yaml");
     std::fs::write(&path, &output.stdout).expect("crd written");
-    kubectl(
-        backend,
-        dir,
-        &["apply", "-f", path.to_str().expect("UTF-8")],
-    );
+    backend.kubectl_ok(dir, &["apply", "-f", path.to_str().expect("UTF-8")]);
     crd_established(&backend.client(), CRD).await;
 }
 
@@ -263,8 +244,7 @@ async fn a_plugin_object_from_a_config_map_loads_reports_its_state_survives_a_ba
     }
     assert_eq!(find(&status, "Degraded")["status"], "False", "{status}");
     assert_eq!(status["replicas"].as_array().map(Vec::len), Some(1));
-    kubectl(
-        &backend,
+    backend.kubectl_ok(
         &dir,
         &[
             "wait",
@@ -273,7 +253,7 @@ async fn a_plugin_object_from_a_config_map_loads_reports_its_state_survives_a_ba
             "--timeout=30s",
         ],
     );
-    let table = kubectl(&backend, &dir, &["get", "reconcilerplugins"]);
+    let table = backend.kubectl_ok(&dir, &["get", "reconcilerplugins"]);
     assert!(table.starts_with("NAME"), "{table}");
     assert!(
         table.contains("READY") && table.contains("DIGEST"),

@@ -207,6 +207,18 @@ impl Backend {
         }
     }
 
+    /// Runs `kubectl` (as [`kubectl`](Self::kubectl)) with `args`; its stdout, trimmed,
+    /// asserting success.
+    pub fn kubectl_ok(&self, dir: &Path, args: &[&str]) -> String {
+        let output = self.kubectl(dir).args(args).output().expect("kubectl runs");
+        assert!(
+            output.status.success(),
+            "kubectl {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    }
+
     /// `kubectl` configured for this server (an admin kubeconfig written into `dir`).
     pub fn kubectl(&self, dir: &Path) -> Command {
         let kubeconfig = dir.join("kubectl.kubeconfig");
