@@ -21,6 +21,11 @@ use crate::wasm::api::{
 };
 use crate::wasm::bindings::{ApiStatus, CallError};
 
+/// The requests per second, and at once, of the client that asks the API server whether
+/// plugins' accounts may read (SubjectAccessReviews, cheap for the server; answers are kept).
+const REVIEW_QPS: f64 = 50.0;
+const REVIEW_BURST: u32 = 100;
+
 /// Builds each plugin's [`KubeApi`] on a client of its own: the plugin's `apiRateLimit`, or the
 /// host's default, capped at the host's ceiling.
 pub struct KubeApis {
@@ -62,7 +67,10 @@ impl KubeApis {
     /// The authorizer of plugins' cached reads: reviews sent with the host's own identity.
     fn reads(&self) -> Option<Arc<ReadAuthorizer>> {
         let built = self.reads.get_or_init(|| {
-            match client::client(self.config.clone(), &ClientLimits::default()) {
+            // A budget of its own, above the informers' default: a guest's list across many
+            // namespaces asks one review per namespace before its deadline.
+            let limits = ClientLimits::default().qps(REVIEW_QPS).burst(REVIEW_BURST);
+            match client::client(self.config.clone(), &limits) {
                 Ok(client) => Some(ReadAuthorizer::new(client)),
                 Err(error) => {
                     tracing::error!(error = %crate::error_chain(&error),
