@@ -34,7 +34,7 @@ async fn can(
     backend: &Backend,
     user: &str,
     verb: &str,
-    resource: &str,
+    (group, resource): (&str, &str),
     name: &str,
     namespace: Option<&str>,
 ) -> bool {
@@ -46,6 +46,7 @@ async fn can(
         spec: SelfSubjectAccessReviewSpec {
             resource_attributes: Some(ResourceAttributes {
                 verb: Some(verb.to_owned()),
+                group: Some(group.to_owned()),
                 resource: Some(resource.to_owned()),
                 name: Some(name.to_owned()),
                 namespace: namespace.map(ToOwned::to_owned),
@@ -105,11 +106,22 @@ fn user((namespace, name): (&str, &str)) -> String {
     format!("system:serviceaccount:{namespace}:{name}")
 }
 
+/// The group and verb that let the host act as a ServiceAccount: plain impersonation, or
+/// constrained impersonation's (Kubernetes 1.36).
+fn impersonation(constrained: bool) -> (&'static str, &'static str) {
+    if constrained {
+        ("authentication.k8s.io", "impersonate:serviceaccount")
+    } else {
+        ("", "impersonate")
+    }
+}
+
 /// The documents of `reconcile-host rbac --include-host <manifest>` bound to the host's account
 /// (the plugin account's own rules are the tenant's to write, below).
-fn host_rbac(manifest: &Path) -> Vec<Value> {
+fn host_rbac(manifest: &Path, constrained: bool) -> Vec<Value> {
     let output = Command::new(HOST_BINARY)
         .args(["rbac", "--include-host"])
+        .args(constrained.then_some("--constrained-impersonation"))
         .arg(manifest)
         .output()
         .expect("reconcile-host runs");
@@ -140,11 +152,11 @@ fn host_rbac(manifest: &Path) -> Vec<Value> {
             kept.push(document.clone());
         }
     }
+    let verb = impersonation(constrained).1;
     assert!(
-        kept.iter().any(
-            |d| d["rules"][0]["verbs"] == serde_json::json!(["impersonate"])
-                && d["rules"][0]["resourceNames"] == serde_json::json!([ACCOUNT])
-        ),
+        kept.iter()
+            .any(|d| d["rules"][0]["verbs"] == serde_json::json!([verb])
+                && d["rules"][0]["resourceNames"] == serde_json::json!([ACCOUNT])),
         "rbac gives the host impersonate on exactly the plugin's account: {text}"
     );
     kept
@@ -169,10 +181,26 @@ fn labelled(namespace: &str, name: &str, data: &[(&str, &str)]) -> ConfigMap {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_acts_as_its_service_account_and_the_api_server_holds_it_there() {
+    acts_as_its_account(false).await;
+}
+
+/// The same with the host bound through constrained impersonation only
+/// (`--constrained-impersonation`): it may act as the account, for what the account's plugin
+/// does, and holds no plain `impersonate` at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn constrained_impersonation_is_enough_for_the_host_to_act_as_a_plugins_account() {
+    acts_as_its_account(true).await;
+}
+
+async fn acts_as_its_account(constrained: bool) {
     let backend = Backend::start(Config::default().authorization(true))
         .await
         .expect("API server starts");
-    let dir = scratch("tenancy");
+    let dir = scratch(if constrained {
+        "tenancy-constrained"
+    } else {
+        "tenancy"
+    });
     for name in [HOST.0, TENANT, OTHER] {
         let args = ["get", "namespace", name, "--ignore-not-found", "-o", "name"];
         if backend.kubectl_ok(&dir, &args).is_empty() {
@@ -196,7 +224,7 @@ async fn a_plugin_acts_as_its_service_account_and_the_api_server_holds_it_there(
 
     // The tenant's own rules: ConfigMaps in its namespace only.
     let rbac = dir.join("rbac.json");
-    let mut items = host_rbac(&plugin);
+    let mut items = host_rbac(&plugin, constrained);
     items.push(serde_json::json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
         "metadata": {"name": "site", "namespace": TENANT},
@@ -214,34 +242,45 @@ async fn a_plugin_acts_as_its_service_account_and_the_api_server_holds_it_there(
     let rbac = rbac.display().to_string();
     backend.kubectl_ok(&dir, &["apply", "--validate=false", "-f", &rbac]);
     let host_user = user(HOST);
+    let (group, verb) = impersonation(constrained);
+    let account = |name| {
+        can(
+            &backend,
+            &host_user,
+            verb,
+            (group, "serviceaccounts"),
+            name,
+            Some(TENANT),
+        )
+    };
     assert!(
+        account(ACCOUNT).await,
+        "the host may impersonate the account its plugin names"
+    );
+    assert!(
+        !account("other").await,
+        "the host may impersonate only the accounts its plugins name"
+    );
+    let legacy = |resource, name, namespace| {
         can(
             &backend,
             &host_user,
             "impersonate",
-            "serviceaccounts",
-            ACCOUNT,
-            Some(TENANT)
+            ("", resource),
+            name,
+            namespace,
         )
-        .await,
-        "the host may impersonate the account its plugin names"
-    );
+    };
     assert!(
-        !can(
-            &backend,
-            &host_user,
-            "impersonate",
-            "serviceaccounts",
-            "other",
-            Some(TENANT)
-        )
-        .await,
-        "the host may impersonate only the accounts its plugins name"
-    );
-    assert!(
-        !can(&backend, &host_user, "impersonate", "users", "admin", None).await,
+        !legacy("users", "admin", None).await,
         "the host may impersonate no user"
     );
+    if constrained {
+        assert!(
+            !legacy("serviceaccounts", ACCOUNT, Some(TENANT)).await,
+            "constrained: the host holds no plain impersonate"
+        );
+    }
 
     // The host runs on its account's token, with the grant check off for accounts.
     let token = account_token(&backend, &dir, HOST).await;

@@ -116,6 +116,12 @@ pub struct RbacArgs {
         requires = "include_host"
     )]
     pub election_mode: crate::config::ElectionMode,
+    /// Let the host act as its plugins' ServiceAccounts through constrained impersonation
+    /// (Kubernetes 1.36+): `impersonate:serviceaccount` on exactly those accounts, and
+    /// `impersonate-on:serviceaccount:<verb>` only for what each account's plugins may do,
+    /// instead of plain `impersonate`.
+    #[arg(long)]
+    pub constrained_impersonation: bool,
 }
 
 fn service_account(text: &str) -> Result<(String, String), String> {
@@ -273,8 +279,9 @@ pub async fn generate(args: &RbacArgs) -> Result<String, String> {
     }
     documents.extend(impersonation::documents(
         &args.name,
-        accounts.keys(),
+        &accounts,
         &args.service_account,
+        args.constrained_impersonation,
     ));
     if args.include_host {
         documents.extend(host_documents(args));
