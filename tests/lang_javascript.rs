@@ -112,7 +112,7 @@ async fn a_denied_status_write_is_a_reconcile_error_counted_and_logged_with_its_
         .wait_log(&[
             "key=default/denied",
             "the guest returned an error: failed to apply the Website's status: \
-             the plugin's grants do not allow the call: plugin `website-js` has no grant to `patch`",
+             the plugin may not make the call: plugin `website-js` has no grant to `patch`",
         ])
         .await;
     assert!(line.contains("js.example.com/v1 Website"), "{line}");

@@ -371,7 +371,7 @@ async fn python_replicator_errors_are_wit_errors_counted_and_logged() {
         "key=default/ungranted",
         "plugin `configmap-replicator-python`",
         "failed to add finalizer `replicator.example.com/cleanup`: failed to patch v1 ConfigMap \
-         default/ungranted: the plugin's grants do not allow the call: plugin \
+         default/ungranted: the plugin may not make the call: plugin \
          `configmap-replicator-python` has no grant to `patch` v1 ConfigMap",
     ])
     .await;

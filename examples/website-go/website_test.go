@@ -138,7 +138,7 @@ func TestADeniedStatusWriteIsAnErrorNamingTheStatusAndTheGrant(t *testing.T) {
 	if !errors.Is(err, guest.ErrDenied) {
 		t.Fatalf("err %v, want ErrDenied", err)
 	}
-	if !strings.HasPrefix(err.Error(), "failed to apply the Website's status: the plugin's grants do not allow the call") {
+	if !strings.HasPrefix(err.Error(), "failed to apply the Website's status: the plugin may not make the call") {
 		t.Fatalf("err %q", err)
 	}
 }

@@ -185,7 +185,7 @@ function messageOf(error) {
 function describeCallError({ tag, val }) {
   switch (tag) {
     case 'denied':
-      return `the plugin's grants do not allow the call: ${val}`;
+      return `the plugin may not make the call: ${val}`;
     case 'invalid':
       return `the host refused malformed arguments: ${val}`;
     case 'api':

@@ -8,7 +8,7 @@ import (
 // Sentinel errors for errors.Is on what a host call returned.
 var (
 	// ErrDenied: the plugin's manifest does not grant the call; the API server was not contacted.
-	ErrDenied = errors.New("the plugin's grants do not allow the call")
+	ErrDenied = errors.New("the plugin may not make the call")
 	// ErrInvalid: the arguments were malformed; the API server was not contacted.
 	ErrInvalid = errors.New("the call's arguments are invalid")
 	// ErrUnavailable: the API server could not be reached or did not answer in time.

@@ -152,7 +152,7 @@ impl StdError for Error {
 fn describe_call_error(error: &CallError, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     match error {
         CallError::Denied(message) => {
-            write!(f, "the plugin's grants do not allow the call: {message}")
+            write!(f, "the plugin may not make the call: {message}")
         }
         CallError::Invalid(message) => write!(f, "the host refused malformed arguments: {message}"),
         CallError::Api(status) => write!(
@@ -285,7 +285,7 @@ mod tests {
         let cases = [
             (
                 CallError::Denied("no grant for get on v1 Secret".into()),
-                "the plugin's grants do not allow the call: no grant for get on v1 Secret",
+                "the plugin may not make the call: no grant for get on v1 Secret",
             ),
             (
                 CallError::Invalid("missing metadata.name".into()),

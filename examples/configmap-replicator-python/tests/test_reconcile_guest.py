@@ -41,7 +41,7 @@ class Errors(unittest.TestCase):
         self.assertIsInstance(denied, DeniedError)
         self.assertEqual(
             str(denied),
-            "failed to get v1 Secret default/x: the plugin's grants do not allow the call: "
+            "failed to get v1 Secret default/x: the plugin may not make the call: "
             "no grant",
         )
         status = wit.ApiStatus(code=404, reason="NotFound", message='configmaps "x" not found')

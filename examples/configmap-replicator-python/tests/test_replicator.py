@@ -199,8 +199,8 @@ class Reconcile(unittest.TestCase):
         self.assertIsInstance(error, wit.ReconcileError)
         self.assertEqual(
             error.message,
-            "failed to delete v1 ConfigMap team-c/settings: the plugin's grants do not allow the "
-            "call: plugin `test` has no grant to `delete` v1 ConfigMap in namespace `team-c`",
+            "failed to delete v1 ConfigMap team-c/settings: the plugin may not make the call: "
+            "plugin `test` has no grant to `delete` v1 ConfigMap in namespace `team-c`",
         )
 
     def test_a_failed_copy_names_the_namespace_and_the_cause(self):
@@ -211,7 +211,7 @@ class Reconcile(unittest.TestCase):
         self.assertTrue(
             raised.exception.value.message.startswith(
                 "failed to copy to team-a: failed to apply v1 ConfigMap team-a/settings: "
-                "the plugin's grants do not allow the call: "
+                "the plugin may not make the call: "
             ),
             raised.exception.value.message,
         )

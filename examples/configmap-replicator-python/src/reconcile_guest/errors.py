@@ -41,10 +41,11 @@ class CallError(Exception):
 
 
 class DeniedError(CallError):
-    """The manifest's grants do not allow the call; the API server was not contacted. The
-    detail names the missing grant."""
+    """The plugin may not make the call: its manifest's grants do not allow it (the API server
+    was not contacted), or the ServiceAccount it acts as may not (the API server's 403, or its
+    RBAC refusing a cached read). The detail says which, and what is missing."""
 
-    meaning = "the plugin's grants do not allow the call"
+    meaning = "the plugin may not make the call"
 
 
 class InvalidError(CallError):
