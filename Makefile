@@ -177,6 +177,7 @@ E2E_NO_SERVER := lang_c::ttl_reaper_c_answers_requeue_after_the_time_left_delete
 	deployment::the_shipped_plugin_rbac_is_what_reconcile_host_rbac_prints_for_its_manifest \
 	plugin_objects::rbac_of_an_object_file_gives_the_host_its_objects_status_and_module_config_map \
 	plugin_objects::the_deployed_crd_is_the_one_reconcile_host_crd_prints \
+	plugin_admission::the_policys_per_combination_checks_are_one_check_for_each_index \
 	record_replay::replay_is_deterministic_for_guests_in_every_language
 ## `--workspace` (not `-p end-to-end`) resolves dependency features as `unit` does, so the
 ## crates `unit` built are reused instead of rebuilt; `--test` picks the binary, the `<module>::`

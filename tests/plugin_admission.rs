@@ -387,3 +387,48 @@ async fn a_plugin_object_is_admitted_only_with_grants_its_requester_holds() {
         ),
     );
 }
+
+/// The policy checks one added grant combination per validation (CEL cannot loop over
+/// authorizer checks within the cost budget): the 20 validations after the size check must be
+/// the same check for each index, and the size check must allow exactly that many.
+#[test]
+fn the_policys_per_combination_checks_are_one_check_for_each_index() {
+    let text = std::fs::read_to_string(workspace().join("deploy/base/plugin-admission.yaml"))
+        .expect("the policy");
+    let policy: Value = serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|document| serde::Deserialize::deserialize(document).expect("a document"))
+        .find(|document: &Value| document["kind"] == "ValidatingAdmissionPolicy")
+        .expect("a ValidatingAdmissionPolicy");
+    let validations = policy["spec"]["validations"]
+        .as_array()
+        .expect("validations");
+    let checks = &validations[1..];
+    let size_check = validations[0]["expression"].as_str().expect("expression");
+    assert!(
+        size_check.contains(&format!("size(variables.added) <= {}", checks.len())),
+        "the size check allows as many combinations as there are checks ({}): {size_check}",
+        checks.len()
+    );
+    // Each check with its index written as `#`.
+    let shape = |i: usize, field: &str| {
+        let text = checks[i][field].as_str().expect("a string").to_owned();
+        text.replace(&format!("[{i}]"), "[#]")
+            .replace(&format!("<= {i}\n"), "<= #\n")
+            .replace(&format!("> {i} ?"), "> # ?")
+    };
+    for i in 0..checks.len() {
+        for field in ["expression", "messageExpression"] {
+            assert_eq!(
+                shape(i, field),
+                shape(0, field),
+                "validation {} ({field}) is not the check of index {i}",
+                i + 1
+            );
+        }
+        assert!(
+            shape(i, "expression").contains("added[#]"),
+            "validation {} checks no combination",
+            i + 1
+        );
+    }
+}
