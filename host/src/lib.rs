@@ -24,6 +24,7 @@ pub mod runtime;
 pub mod serve;
 pub mod shard;
 pub mod telemetry;
+pub mod tenant;
 pub mod tools;
 pub mod upgrade;
 pub mod wasm;

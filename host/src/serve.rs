@@ -290,7 +290,11 @@ async fn load_plugins(
         Plugins::new(runtime.clone(), ModuleLoader::new(engine), apis, sources)
             .with_recording(config.recording.clone())
             .with_host_leases(host_leases)
-            .with_identity(config.plugin_identity.clone()),
+            .with_identity(config.plugin_identity.clone())
+            .with_tenants(
+                crate::tenant::Tenants::new(config.tenants.clone())
+                    .with_metrics(runtime.telemetry().metrics().clone()),
+            ),
     );
     let loaded = plugins
         .load_all()

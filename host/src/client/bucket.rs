@@ -67,6 +67,25 @@ impl TokenBucket {
     }
 }
 
+/// A request budget several clients share (a tenant's, across its plugins' clients): each
+/// request waits for a token of its own client's bucket, then for one of this.
+#[derive(Clone, Debug)]
+pub struct SharedBudget(pub(crate) std::sync::Arc<TokenBucket>);
+
+impl SharedBudget {
+    /// `qps` requests per second on average, `burst` at once.
+    ///
+    /// # Errors
+    /// [`LimitsError`](super::LimitsError) when `qps` is not a positive number or `burst` is 0.
+    pub fn new(qps: f64, burst: u32) -> Result<Self, super::LimitsError> {
+        super::ClientLimits::default()
+            .qps(qps)
+            .burst(burst)
+            .validate()?;
+        Ok(Self(std::sync::Arc::new(TokenBucket::new(qps, burst))))
+    }
+}
+
 /// Returns a reserved token when a waiting [`TokenBucket::acquire`] is dropped.
 struct Unreserve<'a>(Option<&'a TokenBucket>);
 

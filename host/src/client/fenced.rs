@@ -100,7 +100,7 @@ mod tests {
         config.default_namespace = "default".into();
         let fence = Fence::closed();
         let client =
-            fenced_client(config, &ClientLimits::default(), fence.clone()).expect("client");
+            fenced_client(config, &ClientLimits::default(), fence.clone(), None).expect("client");
         let api: Api<ConfigMap> = Api::namespaced(client, "default");
         let object = ConfigMap {
             metadata: kube::core::ObjectMeta {

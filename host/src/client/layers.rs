@@ -12,7 +12,7 @@ use kube::client::Body;
 use parking_lot::Mutex;
 use tower::{BoxError, Layer, Service, ServiceExt};
 
-use super::bucket::TokenBucket;
+use super::bucket::{SharedBudget, TokenBucket};
 use super::limits::ClientLimits;
 use super::policy::{self, Decision, Outcome, RequestClass};
 use super::stats::ClientStats;
@@ -62,6 +62,7 @@ impl<S> Shared<S> {
 #[derive(Debug, Clone)]
 pub struct RateLimitLayer {
     bucket: Arc<TokenBucket>,
+    shared: Option<SharedBudget>,
     stats: ClientStats,
 }
 
@@ -72,8 +73,16 @@ impl RateLimitLayer {
     pub fn new(limits: &ClientLimits, stats: ClientStats) -> Self {
         RateLimitLayer {
             bucket: Arc::new(TokenBucket::new(limits.qps, limits.burst)),
+            shared: None,
             stats,
         }
+    }
+
+    /// Also waits, after the layer's own token, for a token of `shared` (`None`: nothing more).
+    #[must_use]
+    pub fn sharing(mut self, shared: Option<SharedBudget>) -> Self {
+        self.shared = shared;
+        self
     }
 }
 
@@ -84,6 +93,7 @@ impl<S> Layer<S> for RateLimitLayer {
         RateLimit {
             inner: Shared(Arc::new(Mutex::new(inner))),
             bucket: self.bucket.clone(),
+            shared: self.shared.clone(),
             stats: self.stats.clone(),
         }
     }
@@ -93,6 +103,7 @@ impl<S> Layer<S> for RateLimitLayer {
 pub struct RateLimit<S> {
     inner: Shared<S>,
     bucket: Arc<TokenBucket>,
+    shared: Option<SharedBudget>,
     stats: ClientStats,
 }
 
@@ -101,6 +112,7 @@ impl<S> Clone for RateLimit<S> {
         RateLimit {
             inner: self.inner.clone(),
             bucket: self.bucket.clone(),
+            shared: self.shared.clone(),
             stats: self.stats.clone(),
         }
     }
@@ -125,7 +137,10 @@ where
     fn call(&mut self, req: Request<Body>) -> Self::Future {
         let this = self.clone();
         Box::pin(async move {
-            let waited = this.bucket.acquire().await;
+            let mut waited = this.bucket.acquire().await;
+            if let Some(shared) = &this.shared {
+                waited += shared.0.acquire().await;
+            }
             this.stats.record_request(waited);
             this.inner.call(req).await
         })
@@ -413,6 +428,30 @@ mod tests {
         let ms = Duration::from_millis;
         assert_eq!(times, [ms(0), ms(100), ms(200)]);
         assert_eq!(stats.snapshot().throttled, 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn clients_sharing_a_budget_send_at_its_rate_together() {
+        let own = ClientLimits::default().qps(100.0).burst(100);
+        let shared = SharedBudget::new(10.0, 1).expect("a valid budget");
+        let seen = Seen::default();
+        let client = || {
+            RateLimitLayer::new(&own, ClientStats::default())
+                .sharing(Some(shared.clone()))
+                .layer(mock(vec![], seen.clone()))
+        };
+        let (a, b) = (client(), client());
+        let sends = (0..3).flat_map(|_| [a.clone().oneshot(put("a")), b.clone().oneshot(put("b"))]);
+        for response in futures::future::join_all(sends).await {
+            assert_eq!(response.expect("response").status(), StatusCode::OK);
+        }
+        let times: Vec<_> = seen.lock().iter().map(|(t, _)| *t).collect();
+        let ms = Duration::from_millis;
+        assert_eq!(
+            times,
+            [ms(0), ms(100), ms(200), ms(300), ms(400), ms(500)],
+            "each client's own bucket would pass all six at once"
+        );
     }
 
     #[tokio::test(start_paused = true)]

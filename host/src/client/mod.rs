@@ -76,6 +76,7 @@ use kube::client::ClientBuilder;
 use thiserror::Error;
 
 pub use abandon::Abandoned;
+pub use bucket::SharedBudget;
 pub use fenced::{FenceLayer, Fenced};
 pub use fenced_io::FenceClosed;
 pub use layers::{RateLimit, RateLimitLayer, Retry, RetryLayer};
@@ -126,7 +127,7 @@ pub fn client_with_stats(
     limits: &ClientLimits,
     stats: &ClientStats,
 ) -> Result<kube::Client, ClientError> {
-    build(config, limits, stats, None)
+    build(config, limits, stats, None, None)
 }
 
 /// Like [`client`], sending writes only while `fence` is open; a refused write is not retried.
@@ -145,14 +146,17 @@ pub fn client_with_stats(
 /// Writes use a connection pool of their own, built as kube builds its default one (same TLS,
 /// auth, headers and timeouts); reads use kube's.
 ///
+/// Each request also waits for a token of `shared`, when given, after one of its own bucket.
+///
 /// # Errors
 /// As [`client`].
 pub fn fenced_client(
     config: kube::Config,
     limits: &ClientLimits,
     fence: crate::election::Fence,
+    shared: Option<SharedBudget>,
 ) -> Result<kube::Client, ClientError> {
-    build(config, limits, &ClientStats::default(), Some(fence))
+    build(config, limits, &ClientStats::default(), Some(fence), shared)
 }
 
 fn build(
@@ -160,6 +164,7 @@ fn build(
     limits: &ClientLimits,
     stats: &ClientStats,
     fence: Option<crate::election::Fence>,
+    shared: Option<SharedBudget>,
 ) -> Result<kube::Client, ClientError> {
     limits.validate()?;
     // Pin rustls to ring: with no provider (or two) enabled by the dependency graph, rustls
@@ -185,7 +190,7 @@ fn build(
     Ok(builder
         .with_layer(&split::SplitLayer::new(write))
         .with_layer(&fence)
-        .with_layer(&RateLimitLayer::new(limits, stats.clone()))
+        .with_layer(&RateLimitLayer::new(limits, stats.clone()).sharing(shared))
         .with_layer(&RetryLayer::new(limits, stats.clone()))
         .build())
 }

@@ -155,7 +155,7 @@ mod tests {
         let fence = Fence::closed();
         fence.open_until(tokio::time::Instant::now() + Duration::from_secs(3600));
         let client =
-            fenced_client(config, &ClientLimits::default(), fence.clone()).expect("client");
+            fenced_client(config, &ClientLimits::default(), fence.clone(), None).expect("client");
         let api: Api<ConfigMap> = Api::namespaced(client, "default");
         let object = ConfigMap {
             metadata: kube::core::ObjectMeta {

@@ -36,6 +36,10 @@
 //! pluginIdentity:                             # the ServiceAccount each plugin acts as
 //!   defaultServiceAccount: plugins/default    # for plugins naming none; default: none
 //!   requireServiceAccount: true               # refuse plugins that would act as the host
+//! tenants:                                    # ceilings shared by one namespace's plugins
+//!   default: {apiQps: 100, apiBurst: 200, instances: 16, memory: 1Gi}
+//!   namespaces:
+//!     team-a: {instances: 2, memory: 256Mi}   # fields left out come from `default`
 //! oci:                                        # plugin modules from OCI registries
 //!   insecureRegistries: [localhost:5000]      # reached over plain HTTP; others HTTPS only
 //!   caFiles: [/etc/reconcile-host/registry-ca.pem]
@@ -47,10 +51,12 @@ pub mod duration;
 mod identity;
 mod oci;
 mod recording;
+mod tenants;
 
 pub use identity::{PluginIdentityConfig, ServiceAccountRef};
 pub use oci::OciSettings;
 pub use recording::RecordingConfig;
+pub use tenants::{CeilingsSettings, TenantCeilings, TenantsConfig};
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -99,6 +105,9 @@ pub struct HostConfig {
     pub recording: RecordingConfig,
     /// Which ServiceAccount each plugin acts as.
     pub plugin_identity: PluginIdentityConfig,
+    /// Ceilings shared by the plugins of one tenant (the namespace of the ServiceAccount they
+    /// act as).
+    pub tenants: TenantsConfig,
 }
 
 /// What [`HostConfig::plugin_objects_dir`] names a process's directory: this, then its pid.
@@ -313,7 +322,7 @@ pub enum ConfigFileError {
     #[error("config `{field}`: {problem}")]
     Invalid {
         /// The field, as written in the file (`leaderElection.renewDeadline`).
-        field: &'static str,
+        field: String,
         /// What is wrong and how to fix it.
         problem: String,
     },
@@ -352,7 +361,12 @@ impl HostConfig {
     /// The first invalid field.
     pub fn validate(&self) -> Result<(), ConfigFileError> {
         let le = &self.leader_election;
-        let invalid = |field, problem: String| Err(ConfigFileError::Invalid { field, problem });
+        let invalid = |field: &str, problem: String| {
+            Err(ConfigFileError::Invalid {
+                field: field.to_owned(),
+                problem,
+            })
+        };
         if le.enabled {
             if le.lease_name.is_empty() {
                 return invalid("leaderElection.leaseName", "must not be empty".into());
@@ -431,7 +445,9 @@ impl HostConfig {
                 "burst and maxBurst must be at least 1".into(),
             );
         }
-        Ok(())
+        self.tenants
+            .validate()
+            .map_err(|(field, problem)| ConfigFileError::Invalid { field, problem })
     }
 }
 

@@ -267,7 +267,9 @@ impl Plugin {
                     }
                 }
             }
-            Err(GuestFailure::Deadline(_) | GuestFailure::Memory(_)) => {}
+            Err(
+                GuestFailure::Deadline(_) | GuestFailure::Memory(_) | GuestFailure::TenantMemory(_),
+            ) => {}
         }
     }
 

@@ -45,6 +45,6 @@ pub use health::{CheckResult, Health, Readiness, ReadinessGate};
 pub use hooks::{ControllerMetrics, LeaderStatus, WorkqueueMetrics};
 pub use metrics::{
     Metrics, ModuleSeries, PluginCosts, PluginFailures, RECONCILE_TIME_BUCKETS, SHADOW_OUTCOMES,
-    ScrapeHook, ShadowMetrics, ShardMetrics, WORKQUEUE_BUCKETS,
+    ScrapeHook, ShadowMetrics, ShardMetrics, TenantMetrics, WORKQUEUE_BUCKETS,
 };
 pub use server::{OPENMETRICS_CONTENT_TYPE, Server};

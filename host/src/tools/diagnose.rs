@@ -17,7 +17,9 @@ pub(super) fn explain(
     javascript_names: &[String],
 ) -> String {
     match failure {
-        GuestFailure::Deadline(_) | GuestFailure::Memory(_) => failure.to_string(),
+        GuestFailure::Deadline(_) | GuestFailure::Memory(_) | GuestFailure::TenantMemory(_) => {
+            failure.to_string()
+        }
         GuestFailure::Instantiate(_) => format!(
             "the component could not start (its initialization failed before `{EXPORT}` ran){}",
             said(guest)

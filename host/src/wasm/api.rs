@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use crate::client::SharedBudget;
 use crate::manifest::Manifest;
 use crate::runtime::KindRef;
 use crate::wasm::bindings::CallError;
@@ -249,13 +250,14 @@ pub type SharedApi = Arc<dyn ApiBackend>;
 /// Gives each plugin the backend its calls go to (the API server through a client of the
 /// plugin's own, or one shared backend such as a [`Recorder`]).
 pub trait ApiProvider: Send + Sync + 'static {
-    /// The backend for the plugin of `manifest`.
-    fn for_plugin(&self, manifest: &Manifest) -> SharedApi;
+    /// The backend for the plugin of `manifest`, whose requests also wait for tokens of
+    /// `tenant` (its tenant's budget) when given.
+    fn for_plugin(&self, manifest: &Manifest, tenant: Option<SharedBudget>) -> SharedApi;
 }
 
 /// One backend shared by every plugin.
 impl ApiProvider for SharedApi {
-    fn for_plugin(&self, _manifest: &Manifest) -> SharedApi {
+    fn for_plugin(&self, _manifest: &Manifest, _tenant: Option<SharedBudget>) -> SharedApi {
         Arc::clone(self)
     }
 }

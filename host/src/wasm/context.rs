@@ -9,6 +9,7 @@ use prometheus_client::metrics::counter::Counter;
 use crate::informer::Store;
 use crate::manifest::{Manifest, Shadow};
 use crate::runtime::KindRef;
+use crate::tenant::TenantShare;
 use crate::wasm::api::SharedApi;
 use crate::wasm::guest_log::{DroppedCounters, GuestLog};
 
@@ -26,6 +27,9 @@ pub struct PluginContext {
     pub log: Arc<GuestLog>,
     /// Counts `requeue-after` answers raised to `limits.minRequeueAfter`.
     pub hot_requeues: Counter,
+    /// The tenant it belongs to: the calls at once and the memory its instances share with
+    /// the tenant's other plugins; `None` for a plugin acting as the host.
+    pub tenant: Option<Arc<TenantShare>>,
 }
 
 impl std::fmt::Debug for PluginContext {
@@ -58,6 +62,7 @@ impl PluginContext {
             caches,
             api,
             hot_requeues: Counter::default(),
+            tenant: None,
         }
     }
 
@@ -82,7 +87,15 @@ impl PluginContext {
             caches: self.caches.clone(),
             api: Arc::clone(&self.api),
             hot_requeues: Counter::default(),
+            tenant: self.tenant.clone(),
         }
+    }
+
+    /// Counts the plugin's calls and memory in `tenant`'s share (`None`: in no tenant's).
+    #[must_use]
+    pub fn with_tenant(mut self, tenant: Option<Arc<TenantShare>>) -> Self {
+        self.tenant = tenant;
+        self
     }
 
     /// Counts the plugin's dropped guest text in `dropped` and its raised `requeue-after`

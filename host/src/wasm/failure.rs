@@ -65,6 +65,13 @@ pub enum GuestFailure {
          if it legitimately needs more"
     )]
     Memory(u64),
+    /// The guest's memory growth would take its tenant past the tenant's memory ceiling.
+    #[error(
+        "{0}; the tenant's plugins hold too much memory together: lower their concurrency or \
+         their instanceReuse.maxMemory, or ask the platform team to raise the tenant's \
+         `memory` ceiling (tenants: in the host's configuration)"
+    )]
+    TenantMemory(crate::wasm::state::TenantMemoryExceeded),
     /// No instance could be created (e.g. the instance pool is exhausted).
     #[error("the guest could not be instantiated")]
     Instantiate(#[source] GuestText),
@@ -78,7 +85,7 @@ impl GuestFailure {
             Self::Returned(_) => "error",
             Self::Trapped(_) => "trap",
             Self::Deadline(_) => "deadline",
-            Self::Memory(_) => "memory",
+            Self::Memory(_) | Self::TenantMemory(_) => "memory",
             Self::Instantiate(_) => "instantiate",
         }
     }

@@ -18,7 +18,7 @@ use crate::wasm::bindings;
 use crate::wasm::context::PluginContext;
 use crate::wasm::guest_log::{MAX_ERROR, guest_text};
 use crate::wasm::module::Module;
-use crate::wasm::state::{GuestState, MemoryLimitExceeded};
+use crate::wasm::state::{GuestState, MemoryLimitExceeded, TenantMemoryExceeded};
 use crate::wasm::tape::SharedTape;
 
 pub use crate::wasm::call::CallSession;
@@ -49,6 +49,12 @@ pub(crate) async fn reconcile(
     session: &mut CallSession,
 ) -> Result<bindings::Action, GuestFailure> {
     let limits = plugin.manifest.limits;
+    // A place among the tenant's calls at once, held to the end of the call; taken before the
+    // deadline starts, so the wait does not eat into the guest's time.
+    let _slot = match &plugin.tenant {
+        Some(tenant) => Some(tenant.run_slot().await),
+        None => None,
+    };
     // One deadline for the whole call, instantiation included.
     let deadline = Instant::now() + limits.deadline;
     module.touch();
@@ -159,6 +165,11 @@ fn classify(error: wasmtime::Error, deadline: Duration, memory: u64) -> GuestFai
         GuestFailure::Deadline(deadline)
     } else if error.downcast_ref::<MemoryLimitExceeded>().is_some() {
         GuestFailure::Memory(memory)
+    } else if let Some(tenant) = error.downcast_ref::<TenantMemoryExceeded>() {
+        GuestFailure::TenantMemory(TenantMemoryExceeded {
+            namespace: tenant.namespace.clone(),
+            ..*tenant
+        })
     } else {
         GuestFailure::Trapped(GuestText::of(&error))
     }

@@ -11,7 +11,7 @@ use kube::discovery::{self, Scope};
 use parking_lot::Mutex;
 
 use crate::authz::{Read, ReadAuthorizer};
-use crate::client::{self, ClientLimits};
+use crate::client::{self, ClientLimits, SharedBudget};
 use crate::election::Fence;
 use crate::manifest::{ApiRateLimit, Grant, Manifest, ServiceAccountRef};
 use crate::runtime::KindRef;
@@ -117,7 +117,7 @@ impl KubeApis {
 }
 
 impl ApiProvider for KubeApis {
-    fn for_plugin(&self, manifest: &Manifest) -> SharedApi {
+    fn for_plugin(&self, manifest: &Manifest, tenant: Option<SharedBudget>) -> SharedApi {
         let budget = self.budget(&manifest.name, manifest.api_rate_limit);
         let limits = ClientLimits::default().qps(budget.qps).burst(budget.burst);
         let mut config = self.config.clone();
@@ -126,7 +126,7 @@ impl ApiProvider for KubeApis {
             config.auth_info.impersonate = Some(account.user());
             config.auth_info.impersonate_groups = None;
         }
-        match client::fenced_client(config, &limits, self.fence.clone()) {
+        match client::fenced_client(config, &limits, self.fence.clone(), tenant) {
             Ok(client) => Arc::new(match &manifest.service_account {
                 Some(account) => KubeApi::new(client)
                     .with_grants(&manifest.grants)

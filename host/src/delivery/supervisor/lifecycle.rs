@@ -302,12 +302,17 @@ impl Plugins {
                 }
             })
         };
-        let api = self.apis.for_plugin(&manifest);
+        let tenant = self.tenants.of(&manifest);
+        let api = self
+            .apis
+            .for_plugin(&manifest, tenant.as_ref().map(|tenant| tenant.api()));
         let context = Arc::new(
-            PluginContext::new(Arc::new(manifest), caches, api).with_counters(
-                telemetry.metrics().plugin_log_dropped(&name),
-                telemetry.metrics().plugin_hot_requeues(&name),
-            ),
+            PluginContext::new(Arc::new(manifest), caches, api)
+                .with_counters(
+                    telemetry.metrics().plugin_log_dropped(&name),
+                    telemetry.metrics().plugin_hot_requeues(&name),
+                )
+                .with_tenant(tenant),
         );
         let mut plugin = Plugin::new(Arc::clone(&context), modules.primary, Some(failures))
             .with_rollback_hook(hook)

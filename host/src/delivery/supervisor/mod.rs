@@ -159,6 +159,7 @@ pub struct Plugins {
     recording: crate::config::RecordingConfig,
     host_leases: Option<String>,
     identity: crate::config::PluginIdentityConfig,
+    tenants: Arc<crate::tenant::Tenants>,
 }
 
 impl std::fmt::Debug for Plugins {
@@ -190,6 +191,7 @@ impl Plugins {
             recording: crate::config::RecordingConfig::default(),
             host_leases: None,
             identity: crate::config::PluginIdentityConfig::default(),
+            tenants: Arc::default(),
         }
     }
 
@@ -206,6 +208,13 @@ impl Plugins {
     #[must_use]
     pub fn with_identity(mut self, identity: crate::config::PluginIdentityConfig) -> Self {
         self.identity = identity;
+        self
+    }
+
+    /// Holds the plugins of each tenant to the ceilings of `tenants`.
+    #[must_use]
+    pub fn with_tenants(mut self, tenants: crate::tenant::Tenants) -> Self {
+        self.tenants = Arc::new(tenants);
         self
     }
 
@@ -232,7 +241,9 @@ impl Plugins {
                 path: path.to_owned(),
                 field: "serviceAccountName".to_owned(),
                 problem: format!(
-                    "ServiceAccount {account} is in namespace `{namespace}`, which this host                      keeps for itself (its own account and Leases); use an account in another                      namespace"
+                    "ServiceAccount {account} is in namespace `{namespace}`, which this host \
+                     keeps for itself (its own account and Leases); use an account in another \
+                     namespace"
                 ),
             });
         }

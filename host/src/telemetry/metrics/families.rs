@@ -80,6 +80,9 @@ pub(super) struct Families {
     pub(super) shadow_runs: Family<ResultLabels, Counter>,
     pub(super) shadow_diffs: Family<ThreeLabels, Counter>,
     pub(super) plugin_modules: Family<OneLabel, Gauge>,
+    pub(super) tenant_instance_wait_seconds: Family<OneLabel, FloatCounter>,
+    pub(super) tenant_memory_bytes: Family<OneLabel, Gauge>,
+    pub(super) tenant_memory_refusals: Family<OneLabel, Counter>,
 }
 
 impl Families {
@@ -121,6 +124,9 @@ impl Families {
             shadow_runs: Family::default(),
             shadow_diffs: Family::default(),
             plugin_modules: Family::default(),
+            tenant_instance_wait_seconds: Family::default(),
+            tenant_memory_bytes: Family::default(),
+            tenant_memory_refusals: Family::default(),
         };
         let f = &families;
         registry.register(
@@ -308,6 +314,23 @@ impl Families {
             "Wall time host imports spent waiting on the API server (client and events calls: \
              the plugin's rate limit, the request and its answer), per plugin",
             f.plugin_api_wait_seconds.clone(),
+        );
+        registry.register(
+            "reconcile_host_tenant_instance_wait_seconds",
+            "Wall time guest calls waited for their tenant's `instances` ceiling (tenants: in the \
+             host's configuration), per tenant namespace",
+            f.tenant_instance_wait_seconds.clone(),
+        );
+        registry.register(
+            "reconcile_host_tenant_memory_bytes",
+            "Linear memory held by a tenant's instances, kept ones included, per tenant namespace",
+            f.tenant_memory_bytes.clone(),
+        );
+        registry.register(
+            "reconcile_host_tenant_memory_refusals",
+            "Memory growths of guests refused at their tenant's `memory` ceiling (the call fails \
+             as out of memory), per tenant namespace",
+            f.tenant_memory_refusals.clone(),
         );
         families
     }

@@ -4,6 +4,7 @@
 mod families;
 mod plugins;
 mod sharding;
+mod tenants;
 
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Weak};
@@ -23,6 +24,7 @@ use families::{Families, label};
 pub use families::{RECONCILE_TIME_BUCKETS, WORKQUEUE_BUCKETS};
 pub use plugins::{ModuleSeries, PluginCosts, PluginFailures, SHADOW_OUTCOMES, ShadowMetrics};
 pub use sharding::ShardMetrics;
+pub use tenants::TenantMetrics;
 
 type Refresh = Arc<dyn Fn() + Send + Sync>;
 
