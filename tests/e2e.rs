@@ -36,3 +36,4 @@ mod scale_out;
 mod startup;
 mod state_loss;
 mod tenancy;
+mod tenant_shares;

@@ -50,11 +50,13 @@
 pub mod duration;
 mod identity;
 mod oci;
+mod quantity;
 mod recording;
 mod tenants;
 
 pub use identity::{PluginIdentityConfig, ServiceAccountRef};
 pub use oci::OciSettings;
+pub use quantity::quantity;
 pub use recording::RecordingConfig;
 pub use tenants::{CeilingsSettings, TenantCeilings, TenantsConfig};
 

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::manifest::quantity;
+use super::quantity;
 
 /// Every tenant's ceilings when the configuration gives none: what one plugin may ask for at
 /// most (`pluginClient.maxQps` and `maxBurst` by default), 16 calls at once and 1Gi of memory
@@ -135,7 +135,9 @@ impl TenantsConfig {
             if !label_selector::is_dns_label(namespace) {
                 return Err((
                     at,
-                    format!("`{namespace}` is not a namespace name; use lowercase letters, digits and `-`"),
+                    format!(
+                        "`{namespace}` is not a namespace name; use lowercase letters, digits and `-`"
+                    ),
                 ));
             }
             own.over(base, &at)?;
@@ -183,7 +185,11 @@ mod tests {
     fn values_that_cannot_work_are_refused_with_their_field() {
         for (text, field, says) in [
             ("default: {apiQps: 0}", "tenants.default.apiQps", "positive"),
-            ("default: {instances: 0}", "tenants.default.instances", "at least 1"),
+            (
+                "default: {instances: 0}",
+                "tenants.default.instances",
+                "at least 1",
+            ),
             (
                 "namespaces: {team-a: {apiBurst: 0}}",
                 "tenants.namespaces.team-a.apiBurst",
@@ -194,8 +200,16 @@ mod tests {
                 "tenants.namespaces.team-a.memory",
                 "64Mi",
             ),
-            ("default: {memory: 1Ki}", "tenants.default.memory", "below 1Mi"),
-            ("namespaces: {Team_A: {}}", "tenants.namespaces.Team_A", "namespace name"),
+            (
+                "default: {memory: 1Ki}",
+                "tenants.default.memory",
+                "below 1Mi",
+            ),
+            (
+                "namespaces: {Team_A: {}}",
+                "tenants.namespaces.Team_A",
+                "namespace name",
+            ),
         ] {
             let (got, problem) = parse(text).validate().expect_err(text);
             assert_eq!(got, field, "{text}");

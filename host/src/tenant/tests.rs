@@ -1,3 +1,5 @@
+//! The tenant shares: one share per namespace, calls at once bounded, memory charged and refused.
+
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -26,13 +28,19 @@ fn tenants(instances: u32) -> Tenants {
 fn plugins_acting_as_accounts_of_one_namespace_share_one_tenant() {
     let tenants = tenants(2);
     let a = tenants
-        .of(&manifest("serviceAccountName: one\nserviceAccountNamespace: team-a\n"))
+        .of(&manifest(
+            "serviceAccountName: one\nserviceAccountNamespace: team-a\n",
+        ))
         .expect("a tenant");
     let b = tenants
-        .of(&manifest("serviceAccountName: two\nserviceAccountNamespace: team-a\n"))
+        .of(&manifest(
+            "serviceAccountName: two\nserviceAccountNamespace: team-a\n",
+        ))
         .expect("a tenant");
     let c = tenants
-        .of(&manifest("serviceAccountName: one\nserviceAccountNamespace: team-b\n"))
+        .of(&manifest(
+            "serviceAccountName: one\nserviceAccountNamespace: team-b\n",
+        ))
         .expect("a tenant");
     assert!(Arc::ptr_eq(&a, &b), "two accounts of team-a: one share");
     assert!(!Arc::ptr_eq(&a, &c), "team-b has its own");

@@ -259,8 +259,7 @@ mod tests {
         let limiter = MemoryLimiter::new(16 << 20).charging(Some(Arc::clone(tenant)));
         let mut store = wasmtime::Store::new(engine, limiter);
         store.limiter(|limiter| limiter);
-        let instance =
-            wasmtime::Instance::new(&mut store, &module, &[]).expect("instantiated");
+        let instance = wasmtime::Instance::new(&mut store, &module, &[]).expect("instantiated");
         let grow = instance
             .get_typed_func(&mut store, "grow")
             .expect("the export");
@@ -275,7 +274,11 @@ mod tests {
             instances: 1,
             memory: 4 * PAGE,
         };
-        let tenant = Arc::new(TenantShare::new("team-a", ceilings, TenantMetrics::default()));
+        let tenant = Arc::new(TenantShare::new(
+            "team-a",
+            ceilings,
+            TenantMetrics::default(),
+        ));
         let engine = wasmtime::Engine::default();
 
         let mut first = instance(&engine, &tenant);
@@ -299,7 +302,11 @@ mod tests {
         assert_eq!(tenant.memory().used(), 4 * PAGE, "nothing charged for it");
 
         drop(first);
-        assert_eq!(tenant.memory().used(), PAGE, "the first instance's pages came back");
+        assert_eq!(
+            tenant.memory().used(),
+            PAGE,
+            "the first instance's pages came back"
+        );
         assert_eq!(second.grow.call(&mut second.store, 3).expect("grows"), 1);
         drop(second);
         assert_eq!(tenant.memory().used(), 0);

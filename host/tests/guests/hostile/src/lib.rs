@@ -76,6 +76,25 @@ impl Reconciler for Hostile {
                 }
             }
             "hot" => return Ok(Action::requeue_after(Duration::ZERO)),
+            "flood" => {
+                // A tenant taking all it can: computes for `data.ms`, gets its own ConfigMap
+                // `data.calls` times, and asks to run again at once.
+                let ms: u64 = text("ms").parse().unwrap_or(20);
+                let start = std::time::Instant::now();
+                while start.elapsed() < Duration::from_millis(ms) {
+                    std::hint::black_box(0);
+                }
+                let own = ObjectRef::namespaced(
+                    Kind::new("v1", "ConfigMap"),
+                    request.namespace().unwrap_or_default(),
+                    request.name(),
+                );
+                let calls: usize = text("calls").parse().unwrap_or(10);
+                for _ in 0..calls {
+                    let _ = client::get::<Value>(&own);
+                }
+                return Ok(Action::requeue_after(Duration::ZERO));
+            }
             "slow-write" => {
                 // Announces itself, computes for `data.ms`, then records which replica wrote
                 // (`REPLICA` from the manifest's env) and when.
