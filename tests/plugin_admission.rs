@@ -390,7 +390,9 @@ async fn a_plugin_object_is_admitted_only_with_grants_its_requester_holds() {
             what,
             alice.create(&acting_as("as-other", Some(account)), true),
             &[
-                &format!("ReconcilerPlugin `as-other`: it acts as ServiceAccount {namespace}/{name}"),
+                &format!(
+                    "ReconcilerPlugin `as-other`: it acts as ServiceAccount {namespace}/{name}"
+                ),
                 "you may not act as it (verb `impersonate` on that serviceaccount",
             ],
         );
