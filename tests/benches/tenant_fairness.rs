@@ -9,8 +9,9 @@
 //!   ConfigMaps: each reconcile computes for 20 ms, gets its own ConfigMap 10 times and asks to
 //!   run again at once (the host raises that to `limits.minRequeueAfter`, 100 ms).
 //! - Phases, each with a host of its own: `idle` (the noisy tenant has no objects yet),
-//!   `ceilings` (the noisy tenant held to `instances: 1, apiQps: 20, apiBurst: 20`), and `none`
-//!   (every ceiling far above what the tenant asks for).
+//!   `ceilings` (the noisy tenant held to `instances: 1, apiQps: 20, apiBurst: 20`), `instances`
+//!   (held to `instances: 1` only), and `none` (every ceiling far above what the tenant asks
+//!   for).
 //!
 //! Both plugins act as ServiceAccounts of their namespaces (bound to what they do on the real
 //! server). Client budgets are raised so that only the tenant ceilings limit the noisy tenant.
@@ -39,7 +40,7 @@ const NOISY: &str = "fair-noisy";
 const PROBE: &str = "probe";
 const NOISY_OBJECTS: usize = 32;
 /// The noisy tenant's reconciles counted before a loaded phase is measured: its load is on.
-const WARM_RECONCILES: f64 = 200.0;
+const WARM_RECONCILES: f64 = 20.0;
 /// Between two samples.
 const GAP: Duration = Duration::from_millis(20);
 /// The longest one sample may take.
@@ -292,12 +293,15 @@ async fn main() {
 
     let held = format!("  namespaces:\n    {NOISY}: {{instances: 1, apiQps: 20, apiBurst: 20}}\n");
     let unheld = "  default: {instances: 1000, apiQps: 100000, apiBurst: 100000, memory: 64Gi}\n";
+    let calls_only = format!("{unheld}  namespaces:\n    {NOISY}: {{instances: 1}}\n");
     let mut results: Vec<(&str, Vec<Duration>)> = Vec::new();
-    for (phase, tenants) in [
+    let phases = [
         ("idle", held.as_str()),
         ("ceilings", held.as_str()),
+        ("instances", calls_only.as_str()),
         ("none", unheld),
-    ] {
+    ];
+    for (phase, tenants) in phases {
         if phase == "ceilings" {
             let noisy: Api<ConfigMap> = Api::namespaced(backend.client(), NOISY);
             for i in 0..NOISY_OBJECTS {
