@@ -4,6 +4,7 @@
 mod discovery;
 mod fields;
 mod list;
+mod list_options;
 mod objects;
 mod protobuf;
 mod request;
@@ -177,8 +178,14 @@ async fn dispatch(
     }
     app.cluster.faults.before(verb, &target.res.plural).await?;
     match verb {
-        Verb::List => list::list(app, &target, query, headers),
-        Verb::Watch => watch::watch(app, &target, query, headers),
+        Verb::List => {
+            list_options::validate(query, false)?;
+            list::list(app, &target, query, headers)
+        }
+        Verb::Watch => {
+            list_options::validate(query, true)?;
+            watch::watch(app, &target, query, headers)
+        }
         _ => objects::serve(app, verb, &target, query, headers, body),
     }
 }

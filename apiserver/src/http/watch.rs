@@ -94,7 +94,11 @@ pub(super) fn watch(
     let store = cluster.store.clone();
     let filter = Filter::from_query(query, &target.res)?;
     let bookmarks = is_true(query, "allowWatchBookmarks");
-    let send_initial = is_true(query, "sendInitialEvents");
+    // `sendInitialEvents` given: true sends the initial state whatever the version, false
+    // never; not given: the initial state when no version (or "0") is asked for.
+    let send_initial = query
+        .get("sendInitialEvents")
+        .map(|_| is_true(query, "sendInitialEvents"));
     let timeout = match query.get("timeoutSeconds") {
         Some(t) => Duration::from_secs(t.parse().map_err(|_| {
             ApiError::BadRequest(format!(
@@ -145,12 +149,12 @@ pub(super) fn watch(
     };
     let (tx, rx) = mpsc::channel::<Bytes>(WATCH_CHANNEL_CAPACITY);
     // Initial state (no version, "0", or sendInitialEvents) then everything after it.
-    let (initial, start_rv) = if from.is_none() || send_initial {
+    let (initial, start_rv) = if send_initial.unwrap_or(from.is_none()) {
         let ns = (!target.ns.is_empty()).then_some(target.ns.as_str());
         let page = store.list(&table_name, ns, None, 0, &|_| true);
         (Some(page.items), page.rv)
     } else {
-        (None, from.unwrap_or_default())
+        (None, from.unwrap_or_else(|| store.current_rv()))
     };
     let subscription = store.subscribe(Some(start_rv));
     let mut epoch = cluster.faults.watch_epoch();
@@ -166,12 +170,15 @@ pub(super) fn watch(
         };
         let mut last_rv = start_rv;
         let mut told_rv = start_rv;
+        let sent_initial = initial.is_some();
         for (key, bytes) in initial.into_iter().flatten() {
             if matches(&key.ns, &bytes) && tx.send(encoder.event("ADDED", &bytes)).await.is_err() {
                 return;
             }
         }
-        if send_initial && bookmarks && tx.send(encoder.bookmark(start_rv, true)).await.is_err() {
+        // Whenever the initial state was sent, a bookmark says where it ends (as upstream's
+        // watch cache does for every watch it starts from a list).
+        if sent_initial && bookmarks && tx.send(encoder.bookmark(start_rv, true)).await.is_err() {
             return;
         }
         for e in replay {
@@ -193,8 +200,11 @@ pub(super) fn watch(
                 _ = epoch.changed() => break,
                 () = tx.closed() => break,
                 () = &mut deadline => {
-                    if bookmarks {
-                        let rv = store.bookmark_rv(&events).unwrap_or(last_rv);
+                    // A last bookmark only when it tells the client something newer, as
+                    // upstream's watch cache (a watch started at the current version ends
+                    // without one).
+                    let rv = store.bookmark_rv(&events).unwrap_or(last_rv);
+                    if bookmarks && rv > told_rv {
                         let _ = tx.send(encoder.bookmark(rv, false)).await;
                     }
                     break;
@@ -247,18 +257,37 @@ async fn deliver(
     }
     let now = matches(&e.ns, &e.bytes);
     // A filtered watch sees an object entering its selection as ADDED and one leaving it as
-    // DELETED, as a real server's watch cache reports them.
+    // DELETED, as a real server's watch cache reports them: the DELETED carries the object's
+    // last state within the selection, at the change's resourceVersion.
     let before = e.prev.as_ref().map(|p| matches(&e.ns, p));
-    let kind = match (e.kind, before, now) {
-        (EventType::Added, _, true) => "ADDED",
-        (EventType::Modified, Some(true) | None, true) => "MODIFIED",
-        (EventType::Modified, Some(false), true) => "ADDED",
-        (EventType::Modified, Some(true), false) => "DELETED",
-        (EventType::Deleted, _, true) => "DELETED",
+    let (kind, object) = match (e.kind, before, now) {
+        (EventType::Added, _, true) => ("ADDED", e.bytes.clone()),
+        (EventType::Modified, Some(true) | None, true) => ("MODIFIED", e.bytes.clone()),
+        (EventType::Modified, Some(false), true) => ("ADDED", e.bytes.clone()),
+        (EventType::Modified, Some(true), false) => (
+            "DELETED",
+            at_version(e.prev.as_ref().unwrap_or(&e.bytes), e.rv),
+        ),
+        (EventType::Deleted, _, true) => ("DELETED", e.bytes.clone()),
         _ => return Some(false),
     };
-    tx.send(encoder.event(kind, &e.bytes))
+    tx.send(encoder.event(kind, &object))
         .await
         .ok()
         .map(|()| true)
+}
+
+/// `object` with its `metadata.resourceVersion` set to `rv` (unchanged if it is no JSON object).
+fn at_version(object: &Bytes, rv: u64) -> Bytes {
+    let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(object) else {
+        return object.clone();
+    };
+    let Some(metadata) = value
+        .get_mut("metadata")
+        .and_then(serde_json::Value::as_object_mut)
+    else {
+        return object.clone();
+    };
+    metadata.insert("resourceVersion".into(), rv.to_string().into());
+    serde_json::to_vec(&value).map_or_else(|_| object.clone(), Bytes::from)
 }

@@ -286,15 +286,22 @@ async fn a_selector_watch_sees_objects_entering_as_added_and_leaving_as_deleted(
         .await;
     let path = format!("{CMS}/a");
     let ct = "application/merge-patch+json";
-    h.patch(&path, ct, &json!({"metadata": {"labels": {"app": "db"}}}))
+    let (_, left) = h
+        .patch(&path, ct, &json!({"metadata": {"labels": {"app": "db"}}}))
         .await;
     let e = w.next_change().await.expect("leaving");
+    // Upstream's watch cache: the last state within the selection, at the change's version.
     assert_eq!(
         (
             e["type"].as_str(),
-            e["object"]["metadata"]["labels"]["app"].as_str()
+            e["object"]["metadata"]["labels"]["app"].as_str(),
+            e["object"]["metadata"]["resourceVersion"].as_str()
         ),
-        (Some("DELETED"), Some("db"))
+        (
+            Some("DELETED"),
+            Some("web"),
+            Some(rv(&left).to_string().as_str())
+        )
     );
     h.patch(&path, ct, &json!({"data": {"k": "ignored"}})).await;
     h.patch(&path, ct, &json!({"metadata": {"labels": {"app": "web"}}}))
@@ -400,4 +407,37 @@ async fn a_watch_from_a_version_newer_than_the_server_gets_504_too_large() {
         .await;
     h.post(CMS, &configmap("after", json!({}))).await;
     assert_eq!(w.next().await.expect("event")["type"], "ADDED");
+}
+
+#[tokio::test]
+async fn send_initial_events_false_starts_at_the_current_version_and_lists_refuse_it() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.post(CMS, &configmap("before", json!({}))).await;
+    let mut w = h
+        .watch(&format!(
+            "{CMS}?watch=true&sendInitialEvents=false&resourceVersionMatch=NotOlderThan"
+        ))
+        .await;
+    h.post(CMS, &configmap("after", json!({}))).await;
+    let e = w.next_change().await.expect("an event");
+    assert_eq!(
+        (e["type"].as_str(), e["object"]["metadata"]["name"].as_str()),
+        (Some("ADDED"), Some("after")),
+        "no initial state: the first event is the new object"
+    );
+    let (code, status) = h.get(&format!("{CMS}?sendInitialEvents=true")).await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["details"]["causes"][0]["field"].as_str(),
+        Some("sendInitialEvents")
+    );
+    let (code, status) = h
+        .get(&format!("{CMS}?watch=true&sendInitialEvents=true"))
+        .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["details"]["causes"][0]["field"].as_str(),
+        Some("resourceVersionMatch")
+    );
 }
