@@ -228,9 +228,15 @@ impl Merger {
                 };
                 let merged = match self.list_type(path) {
                     ListType::Atomic => patch.clone(),
-                    ListType::Set => merge_set(original, patch),
+                    ListType::Set => {
+                        let server = original.clone();
+                        let merged = merge_set(original, patch);
+                        upstream_order(merged, patch, &server, None)
+                    }
                     ListType::Map { merge_key, .. } => {
-                        self.merge_keyed_list(original, patch, merge_key, path)?
+                        let server = original.clone();
+                        let merged = self.merge_keyed_list(original, patch, merge_key, path)?;
+                        upstream_order(merged, patch, &server, Some(merge_key))
                     }
                 };
                 Ok(Some(Value::Array(merged)))
@@ -304,6 +310,52 @@ fn merge_set(mut original: Vec<Value>, patch: &[Value]) -> Vec<Value> {
         }
     }
     original
+}
+
+/// Orders a merged list as upstream's strategic merge does: the elements the patch names, in the
+/// patch's order, interleaved with the elements only the server had, in the server's order; two
+/// elements the server had keep their server order, and an element new to the server goes before
+/// a server-only one it meets (so new elements come first: `[80, 81]` patched with `[82]` is
+/// `[82, 80, 81]`). Elements are matched by `merge_key`, or whole for a set.
+fn upstream_order(
+    merged: Vec<Value>,
+    patch: &[Value],
+    server: &[Value],
+    merge_key: Option<&str>,
+) -> Vec<Value> {
+    let same = |a: &Value, b: &Value| match merge_key {
+        Some(key) => a.get(key).is_some() && a.get(key) == b.get(key),
+        None => a == b,
+    };
+    let index_in = |list: &[Value], item: &Value| list.iter().position(|o| same(o, item));
+    let (mut named, mut server_only): (Vec<Value>, Vec<Value>) = merged
+        .into_iter()
+        .partition(|item| index_in(patch, item).is_some());
+    named.sort_by_key(|item| index_in(patch, item));
+    server_only.sort_by_key(|item| index_in(server, item));
+    let mut ordered = Vec::with_capacity(named.len() + server_only.len());
+    let (mut named, mut server_only) = (
+        named.into_iter().peekable(),
+        server_only.into_iter().peekable(),
+    );
+    loop {
+        let take_named = match (named.peek(), server_only.peek()) {
+            (Some(left), Some(right)) => match (index_in(server, left), index_in(server, right)) {
+                (Some(l), Some(r)) => l < r,
+                _ => true,
+            },
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => break,
+        };
+        let next = if take_named {
+            named.next()
+        } else {
+            server_only.next()
+        };
+        ordered.extend(next);
+    }
+    ordered
 }
 
 fn apply_element_order(items: &mut [Value], order: &[Value], list_type: ListType) {

@@ -26,11 +26,41 @@ fn containers_merge_by_name_in_a_pod() {
     ]}});
     assert_eq!(
         smp(live, patch, "v1", "Pod")["spec"]["containers"],
+        // Upstream's order: a new element goes before the server-only ones after it.
         json!([
             {"name": "web", "image": "nginx:2", "ports": [{"containerPort": 80}]},
-            {"name": "log", "image": "busybox"},
-            {"name": "sidecar", "image": "envoy"}
+            {"name": "sidecar", "image": "envoy"},
+            {"name": "log", "image": "busybox"}
         ])
+    );
+}
+
+#[test]
+fn merged_lists_take_upstreams_order() {
+    // As kube-apiserver v1.36.3 answers (fidelity sequence `upstream-strategic-order`).
+    let live = json!({"metadata": {"finalizers": ["b", "a"]}, "spec": {"template": {"spec": {
+        "containers": [{"name": "app", "env": [
+            {"name": "A", "value": "1"}, {"name": "B", "value": "2"}, {"name": "D", "value": "4"}
+        ], "ports": [{"containerPort": 80}, {"containerPort": 81}]}]
+    }}}});
+    let patch = json!({"metadata": {"finalizers": ["c", "a"]}, "spec": {"template": {"spec": {
+        "containers": [{"name": "app", "env": [
+            {"name": "C", "value": "3"}, {"name": "B", "value": "22"}
+        ], "ports": [{"containerPort": 82}]}]
+    }}}});
+    let patched = smp(live, patch, "apps/v1", "Deployment");
+    assert_eq!(patched["metadata"]["finalizers"], json!(["c", "b", "a"]));
+    let container = &patched["spec"]["template"]["spec"]["containers"][0];
+    let names: Vec<&str> = container["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    assert_eq!(names, ["C", "A", "B", "D"]);
+    assert_eq!(
+        container["ports"],
+        json!([{"containerPort": 82}, {"containerPort": 80}, {"containerPort": 81}])
     );
 }
 
@@ -158,7 +188,7 @@ fn owner_references_merge_by_uid_and_conditions_by_type() {
     let patched = smp(live, patch, "apps/v1", "Deployment");
     assert_eq!(
         patched["metadata"]["ownerReferences"],
-        json!([{"uid": "1", "name": "a"}, {"uid": "2", "name": "b"}])
+        json!([{"uid": "2", "name": "b"}, {"uid": "1", "name": "a"}])
     );
     assert_eq!(
         patched["status"]["conditions"],
