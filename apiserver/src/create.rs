@@ -135,6 +135,11 @@ impl Cluster {
             obj["status"] = json!({"phase": "Active"});
             obj["spec"] = json!({"finalizers": ["kubernetes"]});
         }
+        if res.crd.is_none() && res.group.is_empty() && res.kind == "ResourceQuota" {
+            // Upstream empties a new quota's status (its controller fills it in), and an empty
+            // status is written out as `{}`.
+            obj["status"] = json!({});
+        }
         let table = res.table();
         let ns_key = if res.namespaced { ns } else { "" };
         let outcome = self.store.mutate(&table, ns_key, &name, |cur, _| {

@@ -109,6 +109,10 @@ pub enum ApiError {
     /// 405 MethodNotAllowed: the verb is not served for this path.
     #[error("{0}")]
     MethodNotAllowed(String),
+    /// 406 NotAcceptable: no form the client accepts fits the answer (a metadata list asked of
+    /// one object, say).
+    #[error("{0}")]
+    NotAcceptable(String),
     /// 415 UnsupportedMediaType: a body or patch type the server does not read.
     #[error("{0}")]
     UnsupportedMediaType(String),
@@ -151,6 +155,7 @@ impl ApiError {
             ApiError::Forbidden(_) | ApiError::ForbiddenObject { .. } | ApiError::Denied { .. } => {
                 403
             }
+            ApiError::NotAcceptable(_) => 406,
             ApiError::UnsupportedMediaType(_) => 415,
             ApiError::Internal(_) | ApiError::Unclassified(_) => 500,
             ApiError::ServiceUnavailable(_) => 503,
@@ -175,6 +180,7 @@ impl ApiError {
             ApiError::Forbidden(_) | ApiError::ForbiddenObject { .. } | ApiError::Denied { .. } => {
                 "Forbidden"
             }
+            ApiError::NotAcceptable(_) => "NotAcceptable",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::Internal(_) => "InternalError",
             ApiError::Unclassified(_) => "",
@@ -312,9 +318,23 @@ fn invalid_details(kind: &str, name: &str, problems: &[String]) -> Value {
         details["group"] = group.into();
     }
     let cause = |problem: &str| {
+        // A field path has no space outside its `[key]` subscripts (`data[a b]` is one).
+        let is_field = |field: &str| {
+            let mut depth = 0_i32;
+            !field.is_empty()
+                && field.chars().all(|c| {
+                    match c {
+                        '[' => depth += 1,
+                        ']' => depth -= 1,
+                        _ => {}
+                    }
+                    c != ' ' || depth > 0
+                })
+        };
         let split = problem
-            .split_once(": ")
-            .filter(|(field, _)| !field.is_empty() && !field.contains(' '));
+            .match_indices(": ")
+            .map(|(at, _)| (&problem[..at], &problem[at + 2..]))
+            .find(|(field, _)| is_field(field));
         let Some((field, rest)) = split else {
             return json!({"reason": "FieldValueInvalid", "message": problem});
         };

@@ -180,7 +180,12 @@ async fn dispatch(
     match verb {
         Verb::List => {
             list_options::validate(query, false)?;
+            response::check_metadata_shape(headers, &target.res, true)?;
             list::list(app, &target, query, headers)
+        }
+        Verb::Get => {
+            response::check_metadata_shape(headers, &target.res, false)?;
+            objects::serve(app, verb, &target, query, headers, body)
         }
         Verb::Watch => {
             list_options::validate(query, true)?;

@@ -68,6 +68,57 @@ pub(crate) fn wants_metadata(headers: &HeaderMap) -> bool {
         .is_some_and(|first| first.contains("as=PartialObjectMetadata"))
 }
 
+/// A 406 when every form the client accepts is a metadata form of the other shape: a
+/// `PartialObjectMetadata` of a list, or a `PartialObjectMetadataList` of one object (upstream
+/// answers 406 then, naming its internal Go type, as here). `list`: the answer is a list.
+///
+/// # Errors
+/// [`ApiError::NotAcceptable`].
+pub(crate) fn check_metadata_shape(
+    headers: &HeaderMap,
+    res: &Resource,
+    list: bool,
+) -> Result<(), ApiError> {
+    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
+        return Ok(());
+    };
+    let asked = |form: &str| {
+        accept.split(',').all(|alternative| {
+            alternative
+                .split(';')
+                .any(|param| param.trim() == format!("as={form}"))
+        })
+    };
+    // Upstream's internal type: `*core.ConfigMap`, `*apps.Deployment`, custom resources
+    // `*unstructured.Unstructured`.
+    let go_type = |suffix: &str| {
+        if res.crd.is_none() {
+            let package = res
+                .group
+                .split('.')
+                .next()
+                .filter(|g| !g.is_empty())
+                .unwrap_or("core");
+            format!("*{package}.{}{suffix}", res.kind)
+        } else {
+            format!("*unstructured.Unstructured{suffix}")
+        }
+    };
+    if list && asked("PartialObjectMetadata") {
+        return Err(ApiError::NotAcceptable(format!(
+            "you requested PartialObjectMetadata, but the requested object is a list ({})",
+            go_type("List")
+        )));
+    }
+    if !list && asked("PartialObjectMetadataList") {
+        return Err(ApiError::NotAcceptable(format!(
+            "you requested PartialObjectMetadataList, but the requested object is not a list ({})",
+            go_type("")
+        )));
+    }
+    Ok(())
+}
+
 /// The object in the form the client asked for: the requested version, or only its metadata.
 pub(crate) fn render(res: &Resource, metadata_only: bool, bytes: Bytes) -> Bytes {
     if !metadata_only {

@@ -307,3 +307,70 @@ async fn names_lists_and_generated_names_follow_upstream_rules() {
     assert_eq!(code, 200, "{list}");
     assert_eq!(list["items"].as_array().unwrap().len(), 1, "{list}");
 }
+
+#[tokio::test]
+async fn metadata_forms_of_the_wrong_shape_quota_status_and_bracketed_fields_are_upstreams() {
+    let s = server().await;
+    let h = Http::new(&s);
+    h.post(CMS, &configmap("shape", json!({}))).await;
+    let client = s.kube_client().expect("kube client");
+    let accepting = |path: &str, accept: &str| {
+        axum::http::Request::builder()
+            .uri(path)
+            .header("accept", accept)
+            .body(kube::client::Body::from(Vec::new()))
+            .expect("request")
+    };
+    for (path, accept, says) in [
+        (
+            CMS.to_string(),
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+            "you requested PartialObjectMetadata, but the requested object is a list (*core.ConfigMapList)",
+        ),
+        (
+            format!("{CMS}/shape"),
+            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+            "you requested PartialObjectMetadataList, but the requested object is not a list (*core.ConfigMap)",
+        ),
+    ] {
+        let response = client
+            .send(accepting(&path, accept))
+            .await
+            .expect("response");
+        assert_eq!(response.status().as_u16(), 406, "{path} as {accept}");
+        let bytes = axum::body::to_bytes(axum::body::Body::new(response.into_body()), 1 << 20)
+            .await
+            .expect("body");
+        let status: Value = serde_json::from_slice(&bytes).expect("a Status");
+        assert_eq!(
+            (status["reason"].as_str(), status["message"].as_str()),
+            (Some("NotAcceptable"), Some(says))
+        );
+    }
+    let fallback = client
+        .send(accepting(
+            CMS,
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json",
+        ))
+        .await
+        .expect("response");
+    assert_eq!(fallback.status().as_u16(), 200, "another form accepted");
+
+    let mut bad = configmap("bad-key", json!({}));
+    bad["data"] = json!({"a b": "1"});
+    let (code, status) = h.post(CMS, &bad).await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(causes(&status), [pair("data[a b]", "FieldValueInvalid")]);
+
+    let quota = json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"},
+                       "spec": {"hard": {"pods": "2"}}, "status": {"used": {"pods": "9"}}});
+    let (code, created) = h
+        .post("/api/v1/namespaces/default/resourcequotas", &quota)
+        .await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(
+        created["status"],
+        json!({}),
+        "a new quota's status is emptied"
+    );
+}
