@@ -241,14 +241,7 @@ pub(super) fn list(
         .map(|(_, b)| render(res, metadata_only, b))
         .collect();
     let body = if wants_table(headers) {
-        table::table(
-            res,
-            &items,
-            rv,
-            cont,
-            true,
-            table::Include::from_query(query),
-        )
+        table::table(res, &items, rv, cont, true, table::Form::of(query, headers))
     } else {
         let list = list_body(res, &items, rv, cont, remaining);
         if metadata_only {

@@ -55,7 +55,7 @@ pub(super) fn serve(
                         rv,
                         None,
                         true,
-                        table::Include::from_query(query),
+                        table::Form::of(query, headers),
                     ),
                 ));
             }

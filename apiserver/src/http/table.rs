@@ -1,4 +1,5 @@
-//! The `meta.k8s.io/v1` Table form that `kubectl get` asks for: a Name and an Age column, or for
+//! The `meta.k8s.io` Table form (`v1`, or `v1beta1` when asked for) that `kubectl get` asks for:
+//! a Name and an Age column, or for
 //! a custom resource whose CRD declares `additionalPrinterColumns`, Name and those columns (their
 //! `jsonPath`s evaluated as a real server does for the paths CRDs use: fields, indexes and
 //! `[?(@.field=="value")]` filters).
@@ -21,6 +22,34 @@ pub(crate) enum Include {
     Object,
 }
 
+/// The Table a client asked for: what each row carries, and the Table's version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Form {
+    /// Each row's object.
+    pub(crate) include: Include,
+    /// `meta.k8s.io/v1`, or `meta.k8s.io/v1beta1` when the accepted Table form names it.
+    pub(crate) api_version: &'static str,
+}
+
+impl Form {
+    /// The form `includeObject` and the first Table form of `Accept` ask for.
+    pub(crate) fn of(query: &super::request::Query, headers: &axum::http::HeaderMap) -> Self {
+        let table = headers
+            .get(axum::http::header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|accept| accept.split(',').find(|a| a.contains("as=Table")));
+        let beta = table.is_some_and(|form| form.split(';').any(|p| p.trim() == "v=v1beta1"));
+        Self {
+            include: Include::from_query(query),
+            api_version: if beta {
+                "meta.k8s.io/v1beta1"
+            } else {
+                "meta.k8s.io/v1"
+            },
+        }
+    }
+}
+
 impl Include {
     /// The form `includeObject` asks for (`Metadata` when absent or unknown, as upstream).
     pub(crate) fn from_query(query: &super::request::Query) -> Self {
@@ -41,7 +70,7 @@ pub(crate) fn table(
     rv: u64,
     cont: Option<String>,
     columns: bool,
-    include: Include,
+    form: Form,
 ) -> Bytes {
     let rows: Vec<Value> = items
         .iter()
@@ -53,7 +82,7 @@ pub(crate) fn table(
                 custom_row(&res.columns, obj)
             };
             if let Some(fields) = row.as_object_mut() {
-                match include {
+                match form.include {
                     Include::Object => {}
                     Include::None => {
                         fields.insert("object".into(), Value::Null);
@@ -67,7 +96,7 @@ pub(crate) fn table(
                         fields.insert(
                             "object".into(),
                             json!({"kind": "PartialObjectMetadata",
-                                   "apiVersion": "meta.k8s.io/v1", "metadata": metadata}),
+                                   "apiVersion": form.api_version, "metadata": metadata}),
                         );
                     }
                 }
@@ -81,7 +110,7 @@ pub(crate) fn table(
     }
     let mut t = json!({
         "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
+        "apiVersion": form.api_version,
         "metadata": meta,
         "rows": rows,
     });

@@ -26,7 +26,7 @@ struct Encoder {
     table_mode: bool,
     columns_sent: bool,
     metadata_only: bool,
-    include: table::Include,
+    form: table::Form,
     res: Arc<crate::resources::Resource>,
 }
 
@@ -42,7 +42,7 @@ impl Encoder {
                 0,
                 None,
                 first,
-                self.include,
+                self.form,
             )
         } else {
             object.clone()
@@ -143,7 +143,7 @@ pub(super) fn watch(
     let mut encoder = Encoder {
         table_mode: wants_table(headers),
         metadata_only: wants_metadata(headers),
-        include: table::Include::from_query(query),
+        form: table::Form::of(query, headers),
         columns_sent: false,
         res: target.res.clone(),
     };
