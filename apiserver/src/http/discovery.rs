@@ -44,6 +44,16 @@ pub(crate) fn serve(
             "emulationMajor": "1", "emulationMinor": KUBERNETES_MINOR,
             "minCompatibilityMajor": "1", "minCompatibilityMinor": KUBERNETES_MINOR,
         })),
+        ["metrics"] => {
+            let mut resp = Response::new(storage_metrics(cluster).into());
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8; escaping=underscores"
+                    .parse()
+                    .ok()?,
+            );
+            Some(resp)
+        }
         ["healthz" | "livez" | "readyz", ..] => {
             let mut resp = Response::new("ok".into());
             resp.headers_mut()
@@ -248,6 +258,52 @@ fn group_doc(name: &str, versions: &[String]) -> Value {
         .map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v}))
         .collect();
     json!({"name": name, "preferredVersion": versions[0], "versions": versions})
+}
+
+/// `/metrics` in Prometheus text: upstream's `apiserver_storage_objects` (objects stored, per
+/// resource, `deployments.apps` for a named group), the one series this server can answer as a
+/// real one does.
+fn storage_metrics(cluster: &Cluster) -> String {
+    let mut text = String::from(
+        "# HELP apiserver_storage_objects [STABLE] Number of stored objects at the time of last \
+         check split by kind.\n# TYPE apiserver_storage_objects gauge\n",
+    );
+    let mut seen = std::collections::BTreeMap::new();
+    for group in
+        std::iter::once(String::new()).chain(cluster.registry.groups().into_iter().map(|g| g.name))
+    {
+        let versions: Vec<String> = if group.is_empty() {
+            vec!["v1".into()]
+        } else {
+            cluster
+                .registry
+                .groups()
+                .into_iter()
+                .find(|g| g.name == group)
+                .map(|g| g.versions)
+                .unwrap_or_default()
+        };
+        for version in versions {
+            for res in cluster.registry.in_group_version(&group, &version) {
+                let name = res.group_resource();
+                if seen.contains_key(&name) {
+                    continue;
+                }
+                let count = cluster
+                    .store
+                    .list(&res.table(), None, None, 0, &|_| true)
+                    .items
+                    .len();
+                seen.insert(name, count);
+            }
+        }
+    }
+    for (resource, count) in seen {
+        text.push_str(&format!(
+            "apiserver_storage_objects{{resource=\"{resource}\"}} {count}\n"
+        ));
+    }
+    text
 }
 
 fn resource_list(cluster: &Cluster, group: &str, version: &str) -> Value {

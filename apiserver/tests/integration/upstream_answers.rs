@@ -374,3 +374,38 @@ async fn metadata_forms_of_the_wrong_shape_quota_status_and_bracketed_fields_are
         "a new quota's status is emptied"
     );
 }
+
+#[tokio::test]
+async fn metrics_count_the_stored_objects_per_resource() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let (before, _) = h.get("/metrics").await;
+    assert_eq!(before, 200);
+    for name in ["m1", "m2"] {
+        h.post(CMS, &configmap(name, json!({}))).await;
+    }
+    let request = axum::http::Request::builder()
+        .uri("/metrics")
+        .body(kube::client::Body::from(Vec::new()))
+        .expect("request");
+    let response = s
+        .kube_client()
+        .expect("kube client")
+        .send(request)
+        .await
+        .expect("response");
+    let bytes = axum::body::to_bytes(axum::body::Body::new(response.into_body()), 1 << 20)
+        .await
+        .expect("body");
+    let text = String::from_utf8(bytes.to_vec()).expect("UTF-8");
+    let configmaps = text
+        .lines()
+        .find_map(|line| line.strip_prefix("apiserver_storage_objects{resource=\"configmaps\"} "))
+        .and_then(|count| count.parse::<usize>().ok())
+        .unwrap_or_else(|| panic!("no ConfigMap count in:\n{text}"));
+    assert!(configmaps >= 2, "{text}");
+    assert!(
+        text.contains("apiserver_storage_objects{resource=\"deployments.apps\"} 0"),
+        "{text}"
+    );
+}
