@@ -9,10 +9,9 @@ use std::path::PathBuf;
 
 use crate::common::backend::Backend;
 use crate::common::host::{Host, component, manifest, scratch};
-use crate::common::{config_maps, eventually_async, namespace};
+use crate::common::{config_maps, eventually_async, labelled_config_map, namespace};
 use embedded_apiserver::Config;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{ObjectMeta, PostParams};
+use kube::api::PostParams;
 use serde_json::json;
 
 /// The tenant held to one call at once, the one left at the defaults, and the one whose memory
@@ -81,30 +80,6 @@ fn most_at_once(intervals: &[(u128, u128)]) -> usize {
         most = most.max(now);
     }
     usize::try_from(most).unwrap_or(0)
-}
-
-fn labelled(
-    namespace: &str,
-    name: &str,
-    labels: &[(&str, &str)],
-    data: &[(&str, &str)],
-) -> ConfigMap {
-    let pairs = |pairs: &[(&str, &str)]| {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    };
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: Some(namespace.to_owned()),
-            labels: Some(pairs(labels)),
-            ..ObjectMeta::default()
-        },
-        data: Some(pairs(data)),
-        ..ConfigMap::default()
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -191,7 +166,7 @@ async fn a_tenants_ceilings_hold_its_plugins_together_and_leave_other_tenants_al
     for (plugin, tenant) in LEDGERS {
         let api = config_maps(&backend, tenant);
         for i in 0..OBJECTS_EACH {
-            let object = labelled(
+            let object = labelled_config_map(
                 tenant,
                 &format!("{plugin}-{i}"),
                 &[("ledger", plugin)],
@@ -200,7 +175,7 @@ async fn a_tenants_ceilings_hold_its_plugins_together_and_leave_other_tenants_al
             api.create(&post, &object).await.expect("created");
         }
     }
-    let hoard = labelled(
+    let hoard = labelled_config_map(
         SMALL,
         "hoard",
         &[("testbed", "true")],

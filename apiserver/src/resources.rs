@@ -255,6 +255,11 @@ impl Registry {
             .cloned()
     }
 
+    /// Every resource served, in registration order.
+    pub fn all(&self) -> Vec<Arc<Resource>> {
+        self.read().clone()
+    }
+
     /// The resources of `group/version`.
     pub fn in_group_version(&self, group: &str, version: &str) -> Vec<Arc<Resource>> {
         self.read()

@@ -27,11 +27,12 @@ use std::time::{Duration, Instant};
 
 use common::backend::{Backend, Cluster};
 use common::host::{Host, component, manifest, scratch};
+use common::labelled_config_map;
 use embedded_apiserver::Config;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
 
@@ -54,28 +55,6 @@ fn samples_wanted() -> usize {
                 .unwrap_or_else(|_| panic!("SAMPLES={n} is not a count; give a whole number"))
         })
         .unwrap_or(200)
-}
-
-fn config_map(
-    namespace: &str,
-    name: &str,
-    label: (&str, &str),
-    data: &[(&str, &str)],
-) -> ConfigMap {
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: Some(namespace.to_owned()),
-            labels: Some([(label.0.to_owned(), label.1.to_owned())].into()),
-            ..ObjectMeta::default()
-        },
-        data: Some(
-            data.iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-        ),
-        ..ConfigMap::default()
-    }
 }
 
 /// The two plugins' manifests, each acting as the `plugins` account of its tenant.
@@ -280,7 +259,12 @@ async fn main() {
     quiet
         .create(
             &PostParams::default(),
-            &config_map(QUIET, PROBE, ("ledger", "true"), &[("v", "0"), ("ms", "0")]),
+            &labelled_config_map(
+                QUIET,
+                PROBE,
+                &[("ledger", "true")],
+                &[("v", "0"), ("ms", "0")],
+            ),
         )
         .await
         .expect("the probe created");
@@ -305,10 +289,10 @@ async fn main() {
         if phase == "ceilings" {
             let noisy: Api<ConfigMap> = Api::namespaced(backend.client(), NOISY);
             for i in 0..NOISY_OBJECTS {
-                let object = config_map(
+                let object = labelled_config_map(
                     NOISY,
                     &format!("flood-{i:02}"),
-                    ("hostile", "true"),
+                    &[("hostile", "true")],
                     &[("attack", "flood"), ("ms", "20"), ("calls", "10")],
                 );
                 noisy

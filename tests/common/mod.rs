@@ -59,6 +59,31 @@ pub fn config_map(name: &str, value: &str) -> ConfigMap {
     }
 }
 
+/// A ConfigMap `namespace/name` with `labels` and `data`.
+pub fn labelled_config_map(
+    namespace: &str,
+    name: &str,
+    labels: &[(&str, &str)],
+    data: &[(&str, &str)],
+) -> ConfigMap {
+    let pairs = |pairs: &[(&str, &str)]| {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    };
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(namespace.to_owned()),
+            labels: Some(pairs(labels)),
+            ..ObjectMeta::default()
+        },
+        data: Some(pairs(data)),
+        ..ConfigMap::default()
+    }
+}
+
 /// ConfigMaps of `namespace` on `server`.
 pub fn config_maps(server: &impl backend::Cluster, namespace: &str) -> kube::Api<ConfigMap> {
     kube::Api::namespaced(server.client(), namespace)

@@ -268,36 +268,16 @@ fn storage_metrics(cluster: &Cluster) -> String {
         "# HELP apiserver_storage_objects [STABLE] Number of stored objects at the time of last \
          check split by kind.\n# TYPE apiserver_storage_objects gauge\n",
     );
-    let mut seen = std::collections::BTreeMap::new();
-    for group in
-        std::iter::once(String::new()).chain(cluster.registry.groups().into_iter().map(|g| g.name))
-    {
-        let versions: Vec<String> = if group.is_empty() {
-            vec!["v1".into()]
-        } else {
-            cluster
-                .registry
-                .groups()
-                .into_iter()
-                .find(|g| g.name == group)
-                .map(|g| g.versions)
-                .unwrap_or_default()
-        };
-        for version in versions {
-            for res in cluster.registry.in_group_version(&group, &version) {
-                let name = res.group_resource();
-                if seen.contains_key(&name) {
-                    continue;
-                }
-                let count = cluster
-                    .store
-                    .list(&res.table(), None, None, 0, &|_| true)
-                    .items
-                    .len();
-                seen.insert(name, count);
-            }
-        }
-    }
+    // One count per resource (a resource served in several versions is stored once).
+    let seen: std::collections::BTreeMap<String, usize> = cluster
+        .registry
+        .all()
+        .iter()
+        .map(|res| {
+            let count = cluster.store.keys_in(&res.table(), None).len();
+            (res.group_resource(), count)
+        })
+        .collect();
     for (resource, count) in seen {
         text.push_str(&format!(
             "apiserver_storage_objects{{resource=\"{resource}\"}} {count}\n"

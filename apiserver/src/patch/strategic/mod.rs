@@ -328,11 +328,14 @@ fn upstream_order(
         None => a == b,
     };
     let index_in = |list: &[Value], item: &Value| list.iter().position(|o| same(o, item));
-    let (mut named, mut server_only): (Vec<Value>, Vec<Value>) = merged
+    // Each element's place in the patch and on the server, found once.
+    type Placed = (Option<usize>, Option<usize>, Value);
+    let (mut named, mut server_only): (Vec<Placed>, Vec<Placed>) = merged
         .into_iter()
-        .partition(|item| index_in(patch, item).is_some());
-    named.sort_by_key(|item| index_in(patch, item));
-    server_only.sort_by_key(|item| index_in(server, item));
+        .map(|item| (index_in(patch, &item), index_in(server, &item), item))
+        .partition(|(in_patch, _, _)| in_patch.is_some());
+    named.sort_by_key(|(in_patch, _, _)| *in_patch);
+    server_only.sort_by_key(|(_, on_server, _)| *on_server);
     let mut ordered = Vec::with_capacity(named.len() + server_only.len());
     let (mut named, mut server_only) = (
         named.into_iter().peekable(),
@@ -340,7 +343,7 @@ fn upstream_order(
     );
     loop {
         let take_named = match (named.peek(), server_only.peek()) {
-            (Some(left), Some(right)) => match (index_in(server, left), index_in(server, right)) {
+            (Some((_, left, _)), Some((_, right, _))) => match (left, right) {
                 (Some(l), Some(r)) => l < r,
                 _ => true,
             },
@@ -353,7 +356,7 @@ fn upstream_order(
         } else {
             server_only.next()
         };
-        ordered.extend(next);
+        ordered.extend(next.map(|(_, _, item)| item));
     }
     ordered
 }
