@@ -20,7 +20,8 @@ import (
 )
 
 const (
-	// APIVersion and Kind of the Website.
+	// APIVersion and Kind of the Website. The reconciler writes the apiVersion of the Website it
+	// read, so the same component serves the CRD installed under another group (manifest `for`).
 	APIVersion = "go.example.com/v1"
 	Kind       = "Website"
 	// nameLabel is the label on the Deployment, its pods and the Service.
@@ -69,7 +70,7 @@ func Reconcile(ctx context.Context, req guest.Request) (guest.Action, error) {
 		return guest.Action{}, fmt.Errorf("failed to apply the Service: %w", err)
 	}
 	status := map[string]any{
-		"apiVersion": APIVersion,
+		"apiVersion": apiVersion(website),
 		"kind":       Kind,
 		"metadata":   map[string]any{"name": name, "namespace": namespace},
 		"status": map[string]any{
@@ -87,6 +88,14 @@ func Reconcile(ctx context.Context, req guest.Request) (guest.Action, error) {
 	return guest.RequeueAfter(recheck), nil
 }
 
+// apiVersion is the Website's own (its group as installed), or APIVersion if it names none.
+func apiVersion(website *Website) string {
+	if website.APIVersion != "" {
+		return website.APIVersion
+	}
+	return APIVersion
+}
+
 // ownerReference is the controller reference from a child to its Website, which makes the
 // garbage collector delete the child with it.
 func ownerReference(website *Website) (metav1.OwnerReference, error) {
@@ -98,7 +107,7 @@ func ownerReference(website *Website) (metav1.OwnerReference, error) {
 	}
 	yes := true
 	return metav1.OwnerReference{
-		APIVersion:         APIVersion,
+		APIVersion:         apiVersion(website),
 		Kind:               Kind,
 		Name:               website.Name,
 		UID:                website.UID,

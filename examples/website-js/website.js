@@ -11,7 +11,10 @@ import * as cache from 'kube:reconcile/cache@0.1.0';
 import * as client from 'kube:reconcile/client@0.1.0';
 import * as log from 'kube:reconcile/log@0.1.0';
 
-/** The Website's API version and kind. */
+/**
+ * The Website's API version and kind. The reconciler writes the apiVersion of the Website it
+ * read, so the same component serves the CRD installed under another group (manifest `for`).
+ */
 const API_VERSION = 'js.example.com/v1';
 const KIND = 'Website';
 /** The label on the Deployment, its pods and the Service. */
@@ -46,7 +49,8 @@ function reconcileWebsite(request) {
     throw new Error('a Website is namespaced');
   }
   const spec = websiteSpec(website);
-  const owner = ownerReference(website);
+  const apiVersion = website.apiVersion ?? API_VERSION;
+  const owner = ownerReference(website, apiVersion);
 
   // The informer cache of an owned kind: no API round trip.
   const existing = cache.get({ apiVersion: 'apps/v1', kind: 'Deployment' }, namespace, name);
@@ -59,7 +63,7 @@ function reconcileWebsite(request) {
   call('failed to apply the Service', () =>
     client.apply(JSON.stringify(service(name, namespace, owner)), true, undefined));
   const status = {
-    apiVersion: API_VERSION,
+    apiVersion,
     kind: KIND,
     metadata: { name, namespace },
     status: {
@@ -72,7 +76,7 @@ function reconcileWebsite(request) {
   };
   call("failed to apply the Website's status", () =>
     client.apply(JSON.stringify(status), true, 'status'));
-  log.log('debug', `${API_VERSION} ${KIND} ${namespace}/${name} serves ${spec.image} with ${spec.replicas} replicas`);
+  log.log('debug', `${apiVersion} ${KIND} ${namespace}/${name} serves ${spec.image} with ${spec.replicas} replicas`);
   return { tag: 'requeue-after', val: RECHECK_MS };
 }
 
@@ -89,13 +93,13 @@ function websiteSpec(website) {
 }
 
 /** The controller reference from a child to its Website, so the child goes with it. */
-function ownerReference(website) {
+function ownerReference(website, apiVersion) {
   const name = website.metadata?.name;
   const uid = website.metadata?.uid;
   if (!name) throw new Error('the Website has no name');
   if (!uid) throw new Error('the Website has no uid');
   return {
-    apiVersion: API_VERSION,
+    apiVersion,
     kind: KIND,
     name,
     uid,
