@@ -233,6 +233,12 @@ bench:
 bench-peers:
 	benches/peers/run.sh $(or $(ROUNDS),5)
 
+## The website example against its controller-runtime twin on kube-apiserver + etcd: CPU per
+## reconcile, reconciles/s, latency, memory, and memory per cached object (benches/peers/README.md).
+.PHONY: bench-website-peers
+bench-website-peers: control-plane
+	E2E_BACKEND=real $(CARGO) bench -p end-to-end --locked --bench website_peers
+
 examples:
 	rustup target add wasm32-wasip2 >/dev/null 2>&1 || rustup target add wasm32-wasip2
 	$(CARGO) build $(WASM) --locked $(EXAMPLES)

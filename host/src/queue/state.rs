@@ -3,10 +3,15 @@
 //! per `get`.
 //!
 //! Each key the queue holds lives once, in a slot of a slab (reused through a free list); the
-//! index finds a key's slot by hashing the key, and the FIFO holds slot numbers, so a key is
+//! index finds a key's slot by hashing the key, and the FIFOs hold slot numbers, so a key is
 //! never copied between structures, taking one needs no lookup, and finishing one is a single
 //! lookup that removes its index entry only when the key is released.
-
+//!
+//! Two FIFOs: keys added because something changed, and keys added *later* (their time came: a
+//! requeue-after, a retry's backoff). `take` serves the first while it holds any, so a change is
+//! never queued behind a wave of rechecks (controller-runtime's priority queue does the same for
+//! its low priority). An add of a key waiting in the later FIFO moves it to the first; the entry
+//! it leaves behind is stale, recognised by a ticket the slot no longer holds.
 use std::collections::VecDeque;
 use std::hash::BuildHasher;
 
@@ -36,6 +41,10 @@ struct Slot<K> {
     added_at: Option<Instant>,
     /// When a worker took the key (work duration runs from here to `done`).
     started_at: Option<Instant>,
+    /// Whether its pending add was a later one (it waits, or will wait, in the later FIFO).
+    later: bool,
+    /// The ticket of its entry in the later FIFO; other entries for this slot are stale.
+    ticket: u32,
 }
 
 /// What [`State::add`] did with a key.
@@ -45,7 +54,7 @@ pub(super) enum Added {
     Queued,
     /// Marked dirty while processing: `done` will queue it.
     Dirtied,
-    /// Already dirty: nothing to do.
+    /// Already dirty: nothing to do (a later key added now moves to the front FIFO).
     Merged,
 }
 
@@ -73,6 +82,12 @@ pub(super) struct State<K> {
     free: Vec<u32>,
     /// The queued keys' slots, in order.
     fifo: VecDeque<u32>,
+    /// The keys queued by later adds: slot and ticket, in order; entries whose slot no longer
+    /// holds their ticket (or is not waiting there) are stale and skipped.
+    later: VecDeque<(u32, u32)>,
+    /// How many entries of `later` are live.
+    queued_later: usize,
+    next_ticket: u32,
     pub(super) processing: usize,
     pub(super) shutting_down: bool,
     /// An empty buffer with capacity, traded for the basic queue's intake when it is applied.
@@ -87,6 +102,9 @@ impl<K: super::Key> State<K> {
             slots: Vec::new(),
             free: Vec::new(),
             fifo: VecDeque::new(),
+            later: VecDeque::new(),
+            queued_later: 0,
+            next_ticket: 0,
             processing: 0,
             shutting_down: false,
             spare_intake: Vec::new(),
@@ -95,11 +113,38 @@ impl<K: super::Key> State<K> {
 
     /// Number of queued keys.
     pub(super) fn len(&self) -> usize {
-        self.fifo.len()
+        self.fifo.len() + self.queued_later
     }
 
-    /// Rule 1: queue `key`, or mark it dirty while it is processing, or merge it.
+    /// Puts slot `at` at the end of the later FIFO under a new ticket.
+    fn push_later(&mut self, at: u32) {
+        let ticket = self.next_ticket;
+        self.next_ticket = self.next_ticket.wrapping_add(1);
+        self.slots[at as usize].ticket = ticket;
+        self.later.push_back((at, ticket));
+        self.queued_later += 1;
+        // Keys moved to the front FIFO leave stale entries; while changes keep the later FIFO
+        // from being served they would pile up, so they are swept once they outnumber the live.
+        if self.later.len() > 2 * self.queued_later + 64 {
+            let mut later = std::mem::take(&mut self.later);
+            later.retain(|&(at, ticket)| self.waits_later(at, ticket));
+            self.later = later;
+        }
+    }
+
+    /// Rule 1: queue `key`, or mark it dirty while it is processing, or merge it. A key waiting
+    /// in the later FIFO moves to the end of the first.
     pub(super) fn add(&mut self, key: K, now: Option<Instant>) -> Added {
+        self.insert(key, now, false)
+    }
+
+    /// Rule 1 for a key whose time came (a delayed add): queued behind every key added by
+    /// [`add`](Self::add), in order among themselves.
+    pub(super) fn add_later(&mut self, key: K, now: Option<Instant>) -> Added {
+        self.insert(key, now, true)
+    }
+
+    fn insert(&mut self, key: K, now: Option<Instant>, later: bool) -> Added {
         let (slots, hasher) = (&self.slots, &self.hasher);
         let entry = self
             .index
@@ -110,13 +155,28 @@ impl<K: super::Key> State<K> {
         let slots = &mut self.slots;
         match entry {
             Entry::Occupied(occupied) => {
-                let slot = &mut slots[*occupied.get() as usize];
-                if slot.phase == Phase::Processing {
-                    slot.phase = Phase::ProcessingDirty;
-                    slot.added_at = now;
-                    Added::Dirtied
-                } else {
-                    Added::Merged
+                let at = *occupied.get();
+                let slot = &mut slots[at as usize];
+                match slot.phase {
+                    Phase::Processing => {
+                        slot.phase = Phase::ProcessingDirty;
+                        slot.added_at = now;
+                        slot.later = later;
+                        Added::Dirtied
+                    }
+                    Phase::ProcessingDirty => {
+                        slot.later &= later;
+                        Added::Merged
+                    }
+                    Phase::Queued => {
+                        if slot.later && !later {
+                            // Its entry in the later FIFO goes stale.
+                            slot.later = false;
+                            self.queued_later -= 1;
+                            self.fifo.push_back(at);
+                        }
+                        Added::Merged
+                    }
                 }
             }
             Entry::Vacant(vacant) => {
@@ -125,6 +185,8 @@ impl<K: super::Key> State<K> {
                     phase: Phase::Queued,
                     added_at: now,
                     started_at: None,
+                    later,
+                    ticket: 0,
                 };
                 let at = match self.free.pop() {
                     Some(at) => {
@@ -137,15 +199,42 @@ impl<K: super::Key> State<K> {
                     }
                 };
                 vacant.insert(at);
-                self.fifo.push_back(at);
+                if later {
+                    self.push_later(at);
+                } else {
+                    self.fifo.push_back(at);
+                }
                 Added::Queued
             }
         }
     }
 
-    /// Rule 2: hands out the first queued key with when it was added; `None` when none is queued.
+    /// Whether the later FIFO's entry (`at`, `ticket`) is live.
+    fn waits_later(&self, at: u32, ticket: u32) -> bool {
+        let slot = &self.slots[at as usize];
+        slot.phase == Phase::Queued && slot.later && slot.ticket == ticket && slot.key.is_some()
+    }
+
+    /// The next live slot of the later FIFO, taken off it; stale entries before it are dropped.
+    fn pop_later(&mut self) -> Option<u32> {
+        while let Some((at, ticket)) = self.later.pop_front() {
+            if self.waits_later(at, ticket) {
+                self.queued_later -= 1;
+                self.slots[at as usize].later = false;
+                return Some(at);
+            }
+        }
+        None
+    }
+
+    /// Rule 2: hands out the first queued key with when it was added; `None` when none is
+    /// queued. Keys added by [`add`](Self::add) come before those of
+    /// [`add_later`](Self::add_later).
     pub(super) fn take(&mut self, now: Option<Instant>) -> Option<(K, Option<Instant>)> {
-        let at = self.fifo.pop_front()?;
+        let at = match self.fifo.pop_front() {
+            Some(at) => at,
+            None => self.pop_later()?,
+        };
         let slot = &mut self.slots[at as usize];
         debug_assert_eq!(slot.phase, Phase::Queued);
         slot.phase = Phase::Processing;
@@ -175,17 +264,25 @@ impl<K: super::Key> State<K> {
             Phase::ProcessingDirty => {
                 // Depth already counted this key when it was re-added.
                 slot.phase = Phase::Queued;
-                self.fifo.push_back(at);
+                let started_at = slot.started_at.take();
+                if slot.later {
+                    self.push_later(at);
+                } else {
+                    self.fifo.push_back(at);
+                }
                 self.processing -= 1;
-                Finished::Requeued(slot.started_at.take())
+                Finished::Requeued(started_at)
             }
         }
     }
 
-    /// Empties the FIFO, returning the queued keys in order; the queue forgets them.
+    /// Empties both FIFOs, returning the queued keys in the order `take` would have handed them
+    /// out; the queue forgets them.
     pub(super) fn take_queued(&mut self) -> Vec<K> {
-        let mut taken = Vec::with_capacity(self.fifo.len());
-        for at in std::mem::take(&mut self.fifo) {
+        let mut order: Vec<u32> = std::mem::take(&mut self.fifo).into();
+        order.extend(std::iter::from_fn(|| self.pop_later()));
+        let mut taken = Vec::with_capacity(order.len());
+        for at in order {
             let key = self.slots[at as usize]
                 .key
                 .take()
@@ -317,5 +414,173 @@ mod tests {
         }
         assert_eq!((state.live(), state.processing), (0, 0));
         assert_eq!(state.slots.len(), 5_000, "slots freed by done are reused");
+    }
+
+    fn drain(state: &mut State<u32>) -> Vec<u32> {
+        std::iter::from_fn(|| state.take(None).map(|(k, _)| k)).collect()
+    }
+
+    #[test]
+    fn later_keys_are_served_after_every_change_in_their_own_order() {
+        let mut state = State::new();
+        state.add_later(1, None);
+        state.add_later(2, None);
+        state.add(3, None);
+        state.add_later(4, None);
+        state.add(5, None);
+        assert_eq!(state.len(), 5);
+        assert_eq!(drain(&mut state), [3, 5, 1, 2, 4]);
+        assert_eq!(state.len(), 0);
+    }
+
+    #[test]
+    fn a_change_moves_a_waiting_later_key_up_once() {
+        let mut state = State::new();
+        for key in 0..4 {
+            state.add_later(key, None);
+        }
+        assert_eq!(state.add(2, None), Added::Merged);
+        assert_eq!(state.add_later(2, None), Added::Merged, "stays up");
+        assert_eq!(state.len(), 4, "still one entry per key");
+        assert_eq!(drain(&mut state), [2, 0, 1, 3], "and handed out once");
+        for key in 0..4 {
+            assert!(matches!(state.done(&key), Finished::Released(_)));
+        }
+        assert_eq!((state.live(), state.processing), (0, 0));
+    }
+
+    #[test]
+    fn a_key_dirtied_while_processing_returns_to_the_fifo_of_its_last_kind_of_add() {
+        let mut state = State::new();
+        state.add(1, None);
+        state.add(2, None);
+        let taken = drain(&mut state);
+        assert_eq!(state.add_later(1, None), Added::Dirtied);
+        assert_eq!(state.add_later(2, None), Added::Dirtied);
+        assert_eq!(
+            state.add(2, None),
+            Added::Merged,
+            "a change wins over the later add"
+        );
+        state.add(3, None);
+        for key in &taken {
+            assert!(matches!(state.done(key), Finished::Requeued(_)));
+        }
+        assert_eq!(drain(&mut state), [3, 2, 1]);
+    }
+
+    #[test]
+    fn stale_entries_of_reused_slots_never_hand_out_a_key_twice() {
+        let mut state = State::new();
+        // Key 0 waits later, is moved up, taken and released: its slot is free, its later entry
+        // stale. Key 1 reuses the slot as a later key: only its own entry may hand it out.
+        state.add_later(0, None);
+        state.add(0, None);
+        assert_eq!(drain(&mut state), [0]);
+        state.done(&0);
+        state.add_later(1, None);
+        state.add_later(2, None);
+        assert_eq!(drain(&mut state), [1, 2]);
+        assert_eq!(state.len(), 0);
+    }
+
+    #[test]
+    fn stale_entries_are_swept_while_changes_keep_the_later_fifo_waiting() {
+        let mut state = State::new();
+        for round in 0..10_000 {
+            state.add_later(round % 8, None);
+            state.add(round % 8, None);
+        }
+        assert!(
+            state.later.len() <= 2 * state.queued_later + 65,
+            "{}",
+            state.later.len()
+        );
+        assert_eq!(drain(&mut state).len(), 8);
+    }
+
+    /// The state against a plain model (two FIFOs of keys, a set of keys being processed and a
+    /// map of dirty keys to whether their add was a later one) over random operations.
+    #[test]
+    fn the_two_fifos_agree_with_a_model_over_random_operations() {
+        use std::collections::{HashMap, HashSet, VecDeque};
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move |n: u64| {
+            seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = seed;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            (z ^ (z >> 31)) % n
+        };
+        let mut state = State::new();
+        let (mut now, mut later): (VecDeque<u32>, VecDeque<u32>) = Default::default();
+        let mut processing: HashSet<u32> = HashSet::new();
+        let mut dirty: HashMap<u32, bool> = HashMap::new();
+        for _ in 0..200_000 {
+            let key = next(16) as u32;
+            match next(4) {
+                op @ (0 | 1) => {
+                    let is_later = op == 1;
+                    let was = dirty.get(&key).copied();
+                    let merged = if is_later {
+                        state.add_later(key, None)
+                    } else {
+                        state.add(key, None)
+                    };
+                    match was {
+                        None => {
+                            dirty.insert(key, is_later);
+                            if processing.contains(&key) {
+                                assert_eq!(merged, Added::Dirtied);
+                            } else {
+                                assert_eq!(merged, Added::Queued);
+                                if is_later {
+                                    later.push_back(key)
+                                } else {
+                                    now.push_back(key)
+                                }
+                            }
+                        }
+                        Some(was_later) => {
+                            assert_eq!(merged, Added::Merged);
+                            if was_later && !is_later {
+                                dirty.insert(key, false);
+                                if let Some(at) = later.iter().position(|&k| k == key) {
+                                    later.remove(at);
+                                    now.push_back(key);
+                                }
+                            }
+                        }
+                    }
+                }
+                2 => {
+                    let expected = now.pop_front().or_else(|| later.pop_front());
+                    assert_eq!(state.take(None).map(|(k, _)| k), expected);
+                    if let Some(key) = expected {
+                        dirty.remove(&key);
+                        processing.insert(key);
+                    }
+                }
+                _ => {
+                    let finished = state.done(&key);
+                    if processing.remove(&key) {
+                        match dirty.get(&key) {
+                            Some(&is_later) => {
+                                assert!(matches!(finished, Finished::Requeued(_)));
+                                if is_later {
+                                    later.push_back(key)
+                                } else {
+                                    now.push_back(key)
+                                }
+                            }
+                            None => assert!(matches!(finished, Finished::Released(_))),
+                        }
+                    } else {
+                        assert_eq!(finished, Finished::Ignored);
+                    }
+                }
+            }
+            assert_eq!(state.len(), now.len() + later.len());
+        }
     }
 }

@@ -117,6 +117,16 @@ impl<K: Key> Queue<K> {
         inner.wake(unclaimed);
     }
 
+    /// [`add`](Queue::add) for keys whose time came (the delaying layer's): each is queued
+    /// behind every key added by `add`, in order among themselves, so that a change is never
+    /// served after a wave of rechecks or retries. An `add` of a key waiting so moves it up.
+    /// Takes the lock (the intake, applied first, keeps earlier adds in order).
+    pub(super) fn add_all_later(&self, keys: impl IntoIterator<Item = K>) {
+        let inner = &*self.inner;
+        let now = inner.now();
+        inner.lock().apply_later(keys, now);
+    }
+
     /// Waits for a key and hands it to the caller, who must call [`done`](Queue::done) with it
     /// (rule 2). Returns `None` once the queue is shut down and empty.
     ///

@@ -87,6 +87,17 @@ impl<K: Key> Locked<'_, K> {
             self.applied.add(state.add(key, at));
         }
     }
+
+    /// Applies `keys` as later adds (see `State::add_later`) that happened at `at`.
+    pub(super) fn apply_later(&mut self, keys: impl IntoIterator<Item = K>, at: Option<Instant>) {
+        let state = self.guard.as_mut().expect("held until drop");
+        if state.shutting_down {
+            return;
+        }
+        for key in keys {
+            self.applied.add(state.add_later(key, at));
+        }
+    }
 }
 
 impl<K: Key> std::ops::Deref for Locked<'_, K> {

@@ -115,14 +115,15 @@ impl<K: Key> DelayingQueue<K> {
         Self { queue, shared }
     }
 
-    /// Adds `key` once `delay` has elapsed (rule 7). Ignored while shutting down; a zero delay
-    /// is a plain [`add`](Queue::add). A key already waiting keeps the earlier ready time.
+    /// Adds `key` once `delay` has elapsed (rule 7), as a later add: queued behind keys added
+    /// by [`add`](Queue::add) (see `Queue::add_all_later`). Ignored while shutting down; a zero
+    /// delay queues it at once. A key already waiting keeps the earlier ready time.
     pub fn add_after(&self, key: K, delay: Duration) {
         if self.queue.shutting_down() {
             return;
         }
         if delay.is_zero() {
-            self.queue.add(key);
+            self.queue.add_all_later(std::iter::once(key));
             return;
         }
         let shared = &*self.shared;

@@ -116,7 +116,7 @@ impl<K: Key> Shared<K> {
             drop(guard);
             next
         };
-        queue.add_all(due);
+        queue.add_all_later(due);
         // An add that compared its ready time with the `armed` just replaced may have found
         // no reason to wake the task although it is due before `next`: look for one.
         let early = self

@@ -289,3 +289,18 @@ async fn a_delay_too_long_for_the_clock_waits_forever_instead_of_panicking() {
     assert_eq!(q.len(), 0);
     assert_eq!(q.waiting(), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_change_is_served_before_keys_whose_time_came() {
+    let q = DelayingQueue::new();
+    q.add_after("recheck-1", ms(5));
+    q.add_after("recheck-2", ms(5));
+    q.add_after("retry", Duration::ZERO);
+    tokio::time::sleep(ms(10)).await;
+    assert_eq!(q.len(), 3);
+    q.add("change");
+    q.add("recheck-2"); // a watch event for a key waiting as a recheck moves it up
+    let order: Vec<_> = std::iter::from_fn(|| q.get().now_or_never().flatten()).collect();
+    // `retry` (no delay) was queued at once, before the rechecks' time came.
+    assert_eq!(order, ["change", "recheck-2", "retry", "recheck-1"]);
+}
