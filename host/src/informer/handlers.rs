@@ -54,12 +54,18 @@ impl Enqueue {
         self
     }
 
-    fn add(&self, key: ObjectKey) {
+    /// Queues `key`: a change as a plain add, a resync (nothing changed) as a later add, which
+    /// waits behind every change (docs/workqueue.md).
+    fn add(&self, key: ObjectKey, change: &Change<'_>) {
         if let Some(unhandled) = &self.unhandled {
             unhandled.changed(&key);
         }
         if self.admit.as_ref().is_none_or(|admit| admit(&key)) {
-            self.queue.add(key);
+            if matches!(change, Change::Resync(_)) {
+                self.queue.add_after(key, std::time::Duration::ZERO);
+            } else {
+                self.queue.add(key);
+            }
         }
     }
 }
@@ -88,7 +94,7 @@ pub fn enqueue_self(queue: impl Into<Enqueue>, predicates: Predicates) -> Handle
                 new
             }
         };
-        queue.add(object.key());
+        queue.add(object.key(), change);
     })
 }
 
@@ -109,7 +115,7 @@ pub fn enqueue_controller(
         match change {
             Change::Added(object) | Change::Deleted(object) | Change::Resync(object) => {
                 if let Some(key) = owner(object) {
-                    queue.add(key);
+                    queue.add(key, change);
                 }
             }
             Change::Updated { old, new } => {
@@ -120,10 +126,10 @@ pub fn enqueue_controller(
                 if before != after
                     && let Some(key) = before
                 {
-                    queue.add(key);
+                    queue.add(key, change);
                 }
                 if let Some(key) = after {
-                    queue.add(key);
+                    queue.add(key, change);
                 }
             }
         }
@@ -255,5 +261,21 @@ mod tests {
         assert_eq!(drain(&queue), ["ns/parent", "ns/other"]);
         handler(&Change::Deleted(&moved));
         assert_eq!(drain(&queue), ["ns/other"]);
+    }
+
+    #[tokio::test]
+    async fn a_resync_waits_behind_changes_and_a_change_moves_it_up() {
+        let queue = RateLimitingQueue::default();
+        let handler = enqueue_self(queue.clone(), Predicates::default());
+        let (a, b, c) = (
+            object("a", 1, 1, None),
+            object("b", 1, 1, None),
+            object("c", 1, 1, None),
+        );
+        handler(&Change::Resync(&a));
+        handler(&Change::Resync(&b));
+        handler(&Change::Added(&c));
+        handler(&Change::Deleted(&b));
+        assert_eq!(drain(&queue), ["ns/c", "ns/b", "ns/a"]);
     }
 }
