@@ -52,6 +52,18 @@ impl Default for Unhandled {
     }
 }
 
+/// Below this many entries' room a map keeps what it has.
+const KEEP_ROOM: usize = 1024;
+
+/// Gives back the room a wave of changes (every key at startup or on a relist) left in `waiting`
+/// once it is three-quarters empty, keeping twice what it holds: otherwise the map would stay
+/// the size of the cache for the life of the host.
+fn release_spare(waiting: &mut HashMap<ObjectKey, Instant>) {
+    if waiting.capacity() > KEEP_ROOM && waiting.len() < waiting.capacity() / 4 {
+        waiting.shrink_to((waiting.len() * 2).max(KEEP_ROOM));
+    }
+}
+
 impl Unhandled {
     /// An informer delivered a change of `key`.
     pub fn changed(&self, key: &ObjectKey) {
@@ -63,7 +75,9 @@ impl Unhandled {
 
     /// A reconcile of `key` starts on this replica.
     pub fn started(&self, key: &ObjectKey) {
-        self.state.lock().waiting.remove(key);
+        let mut state = self.state.lock();
+        state.waiting.remove(key);
+        release_spare(&mut state.waiting);
     }
 
     /// This replica's responsibility changed (a new term, a new assignment): every wait starts
@@ -91,6 +105,7 @@ impl Unhandled {
                 cached(key)
             }
         });
+        release_spare(&mut state.waiting);
         oldest
     }
 
@@ -152,5 +167,25 @@ mod tests {
         let gone = |_: &ObjectKey| false;
         unhandled.oldest(mine, gone);
         assert_eq!(unhandled.len(), 1);
+    }
+
+    #[test]
+    fn the_room_a_wave_of_changes_took_is_given_back_once_it_is_handled() {
+        let unhandled = Unhandled::default();
+        let keys: Vec<ObjectKey> = (0..100_000).map(|i| key(&format!("k{i}"))).collect();
+        for key in &keys {
+            unhandled.changed(key);
+        }
+        let grown = unhandled.state.lock().waiting.capacity();
+        for key in &keys[..99_990] {
+            unhandled.started(key);
+        }
+        let state = unhandled.state.lock();
+        assert_eq!(state.waiting.len(), 10);
+        assert!(
+            state.waiting.capacity() <= 2 * KEEP_ROOM,
+            "{} of {grown} kept",
+            state.waiting.capacity()
+        );
     }
 }

@@ -25,7 +25,7 @@
 //!    host and of a controller-runtime cache (typed and metadata-only), see `cache.rs`.
 //!
 //! `E2E_BACKEND=real cargo bench -p end-to-end --bench website_peers` (the embedded server is
-//! refused: the comparison is about a real API server).
+//! refused: the comparison is about a real API server); `SIDES=` (empty) runs step 3 alone.
 
 mod cache;
 #[path = "../../common/mod.rs"]
@@ -264,9 +264,11 @@ async fn main() {
         common::backend::real(),
         "website_peers compares controllers on kube-apiserver: run it with E2E_BACKEND=real"
     );
+    // `SIDES=` (empty) measures the cache alone.
     let sides: Vec<Side> = std::env::var("SIDES")
         .unwrap_or_else(|_| "cr,rust,go,js".to_owned())
         .split(',')
+        .filter(|side| !side.trim().is_empty())
         .map(Side::parse)
         .collect();
     let rounds = env_number("ROUNDS", 1);
@@ -296,7 +298,9 @@ async fn main() {
             .unwrap_or_default()
             .trim()
     );
-    populate(&backend, &kubeconfig).await;
+    if !sides.is_empty() {
+        populate(&backend, &kubeconfig).await;
+    }
     let mut rows = Vec::new();
     for round in 0..rounds {
         // Alternate the order from round to round.
@@ -309,7 +313,9 @@ async fn main() {
             rows.push(measure(side, &backend, &server, round, &kubeconfig).await);
         }
     }
-    print_table(&rows);
+    if !rows.is_empty() {
+        print_table(&rows);
+    }
     if cache_objects > 0 {
         cache::run(&backend, &kubeconfig, cache_objects).await;
     }
