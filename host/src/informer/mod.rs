@@ -7,6 +7,7 @@ mod handlers;
 mod object;
 mod shared;
 mod store;
+mod strip;
 mod watch_task;
 
 pub use change::{Change, Handler};

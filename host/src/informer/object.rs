@@ -1,4 +1,5 @@
-//! Cached objects: the JSON text as received plus the few fields the host reads.
+//! Cached objects: the JSON text as received (without `metadata.managedFields`, see `strip`)
+//! plus the few fields the host reads.
 //!
 //! A `DynamicObject` parsed into a `serde_json::Value` tree costs about 3.9× its JSON size. The
 //! host reads only name, namespace, resourceVersion, generation, labels and ownerReferences, and
@@ -32,10 +33,13 @@ pub struct WireObject {
     has_kind: bool,
 }
 
-/// The metadata fields the host reads; everything else stays in the JSON text.
+/// The metadata fields the host reads; everything else stays in the JSON text, but for
+/// `managedFields`, which the cache leaves out (see `strip`).
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
-struct TrimmedMeta {
+struct TrimmedMeta<'a> {
+    #[serde(borrow)]
+    managed_fields: Option<&'a RawValue>,
     name: Option<String>,
     namespace: Option<String>,
     uid: Option<String>,
@@ -46,9 +50,9 @@ struct TrimmedMeta {
 }
 
 #[derive(Deserialize)]
-struct Envelope {
-    #[serde(default)]
-    metadata: TrimmedMeta,
+struct Envelope<'a> {
+    #[serde(default, borrow)]
+    metadata: TrimmedMeta<'a>,
     #[serde(rename = "apiVersion")]
     api_version: Option<serde::de::IgnoredAny>,
     kind: Option<serde::de::IgnoredAny>,
@@ -65,8 +69,13 @@ impl WireObject {
             api_version,
             kind,
         } = serde_json::from_str(json)?;
+        let json: Box<str> = match m.managed_fields {
+            Some(fields) => super::strip::without_member(json, fields.get(), "managedFields")
+                .map_or_else(|| json.into(), String::into_boxed_str),
+            None => json.into(),
+        };
         Ok(Self {
-            json: json.into(),
+            json,
             has_api_version: api_version.is_some(),
             has_kind: kind.is_some(),
             meta: ObjectMeta {
@@ -210,8 +219,9 @@ impl CachedObject {
         WireObject::from_json(json).map(Self::from)
     }
 
-    /// The object as the API server sent it, with `apiVersion` and `kind` added if the server
-    /// left them out (see [`WireObject::with_type_of`]).
+    /// The object as the API server sent it, without `metadata.managedFields`, with
+    /// `apiVersion` and `kind` added if the server left them out (see
+    /// [`WireObject::with_type_of`]).
     #[must_use]
     pub fn json(&self) -> &str {
         &self.json
