@@ -407,4 +407,22 @@ mod tests {
         assert_eq!(object.key().to_string(), "node-1");
         assert_eq!(object.namespace(), None);
     }
+
+    #[test]
+    fn the_cache_keeps_no_managed_fields_and_nothing_else_changes() {
+        let text = r#"{"metadata":{"name":"a","managedFields":[{"manager":"m"}],"labels":{"x":"y"}},"data":{"managedFields":"stays"}}"#;
+        let cached: serde_json::Value =
+            serde_json::from_str(CachedObject::from_json(text).unwrap().json()).unwrap();
+        assert_eq!(
+            cached,
+            serde_json::json!({"metadata": {"name": "a", "labels": {"x": "y"}},
+                               "data": {"managedFields": "stays"}})
+        );
+        let plain = r#"{"metadata": {"name": "a", "labels": {"x": "y"}}, "data": {}}"#;
+        assert_eq!(
+            CachedObject::from_json(plain).unwrap().json(),
+            plain,
+            "byte for byte"
+        );
+    }
 }

@@ -136,6 +136,17 @@ async fn measure(
          apiserver_cpu_per_reconcile_us={server_cpu_us:.0}",
         side.label()
     );
+    if let Some([guest, instantiate, import]) = running.plugin_seconds().await {
+        let per = |seconds: f64| seconds / last.1 * 1e6;
+        println!(
+            "RESULT website_peers side={} round={round} phase=pass-split guest_us={:.0} \
+             instantiate_us={:.0} import_us={:.0} (wall time per reconcile, host counters)",
+            side.label(),
+            per(guest),
+            per(instantiate),
+            per(import)
+        );
+    }
 
     let updates = env_number("UPDATES", 2_000) as usize;
     let rate = env_number("RATE", 20);

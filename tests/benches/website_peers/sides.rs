@@ -163,6 +163,27 @@ impl Running {
             .sum()
     }
 
+    /// For a host side, its own counters of where a plugin's time went, in seconds so far:
+    /// running guest code, creating instances, host work inside imports (wall time summed over
+    /// the workers; `reconcile_host_plugin_*_seconds_total`).
+    pub async fn plugin_seconds(&self) -> Option<[f64; 3]> {
+        let Running::Host(host) = self else {
+            return None;
+        };
+        let text = host.get("/metrics").await;
+        let sum = |family: &str| -> f64 {
+            text.lines()
+                .filter(|line| line.starts_with(family) && line.contains("plugin=\"website\""))
+                .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
+                .sum()
+        };
+        Some([
+            sum("reconcile_host_plugin_guest_seconds_total{"),
+            sum("reconcile_host_plugin_instantiate_seconds_total{"),
+            sum("reconcile_host_plugin_import_seconds_total{"),
+        ])
+    }
+
     pub fn running(&mut self) -> bool {
         match self {
             Running::Host(host) => host.running(),
