@@ -42,7 +42,6 @@ use std::time::{Duration, Instant};
 
 use common::host::{
     HOST_BINARY, Host, component, free_port, http_get, module_cache, scratch, scripted_component,
-    target_dir, workspace,
 };
 use embedded_apiserver::{ApiServer, Config};
 use serde_json::{Value, json};
@@ -206,14 +205,7 @@ impl std::ops::AddAssign for Memory {
 }
 
 fn vm_rss(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb * 1024)
+    common::process::status_bytes(pid, "VmRSS")
 }
 
 /// What a mapping in smaps is, for [`memory`].
@@ -603,19 +595,7 @@ fn print_table(table: &[Row]) {
 }
 
 fn go_controller() -> PathBuf {
-    let out = target_dir().join("peers").join("density-controller");
-    let status = Command::new("go")
-        .args(["build", "-o"])
-        .arg(&out)
-        .arg("./cmd/density-controller")
-        .current_dir(workspace().join("benches/peers"))
-        .status()
-        .expect("density: cannot run `go`; install Go 1.26 (benches/peers/README.md)");
-    assert!(
-        status.success(),
-        "density: `go build ./cmd/density-controller` in benches/peers failed"
-    );
-    out
+    common::host::go_peer("density-controller")
 }
 
 #[tokio::main]

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use common::backend::Backend;
 use common::host::{Host, component, manifest, scratch};
+use common::process::cpu_of;
 use common::website::{crd, sample_website, websites};
 use embedded_apiserver::Config;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -73,18 +74,6 @@ fn converge_wait(websites: usize) -> Duration {
     Duration::from_secs(120 + websites as u64 / 20)
 }
 
-/// CPU time (user + system) of process `pid` so far, from `/proc/<pid>/stat`.
-fn cpu_of(pid: &str) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let ticks = |i: usize| -> u64 { fields.get(i).and_then(|f| f.parse().ok()).unwrap_or(0) };
-    // utime and stime, fields 14 and 15 of the line: 11 and 12 after the command; 100 Hz.
-    Duration::from_millis((ticks(11) + ticks(12)) * 10)
-}
-
 /// Every series of one scrape: `name{labels}` → value.
 fn scrape(text: &str) -> HashMap<String, f64> {
     text.lines()
@@ -112,7 +101,7 @@ struct Sample {
 }
 
 impl Sample {
-    async fn take(host: &Host, server_pids: &[String]) -> Self {
+    async fn take(host: &Host, server_pids: &[u32]) -> Self {
         let series = scrape(&host.get("/metrics").await);
         let plugin = format!("plugin=\"{PLUGIN}\"");
         let get = |name: &str| series.get(name).copied().unwrap_or(0.0);
@@ -140,7 +129,7 @@ impl Sample {
         Self {
             at: Instant::now(),
             host_cpu: host.cpu_time(),
-            server_cpu: server_pids.iter().map(|pid| cpu_of(pid)).sum(),
+            server_cpu: server_pids.iter().map(|pid| cpu_of(*pid)).sum(),
             reconciles,
             errors: get(&format!(
                 "controller_runtime_reconcile_total{{controller=\"{PLUGIN}\",result=\"error\"}}"
@@ -254,12 +243,12 @@ async fn main() {
     } else {
         "embedded"
     };
-    let server_pids: Vec<String> = match backend.control_plane() {
+    let server_pids: Vec<u32> = match backend.control_plane() {
         Some(plane) => {
             let (apiserver, etcd) = plane.pids();
-            vec![apiserver.to_string(), etcd.to_string()]
+            vec![apiserver, etcd]
         }
-        None => vec!["self".to_owned()],
+        None => vec![std::process::id()],
     };
     crd(&backend, "examples/website").await;
     common::namespace(&backend, NAMESPACE, &[]).await;

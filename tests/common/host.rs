@@ -353,22 +353,7 @@ impl Host {
 
     /// The process's CPU time so far (user and system), from `/proc`.
     pub fn cpu_time(&self) -> std::time::Duration {
-        let stat =
-            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
-        // Fields after the command (which may hold spaces): state is the 3rd field overall.
-        let fields: Vec<&str> = stat
-            .rsplit_once(')')
-            .map(|(_, rest)| rest.split_whitespace().collect())
-            .unwrap_or_default();
-        let ticks = |i: usize| {
-            fields
-                .get(i)
-                .and_then(|f| f.parse::<u64>().ok())
-                .unwrap_or(0)
-        };
-        // utime and stime are fields 14 and 15: 11 and 12 after the command.
-        let hz = 100;
-        std::time::Duration::from_millis((ticks(11) + ticks(12)) * 1000 / hz)
+        super::process::cpu_of(self.child.id())
     }
 
     /// Everything the host logged so far.
@@ -489,6 +474,24 @@ pub async fn http_get(address: &str, path: &str) -> Option<String> {
     response
         .split_once("\r\n\r\n")
         .map(|(_, body)| body.to_owned())
+}
+
+/// Builds the Go program `benches/peers/cmd/<name>` (a controller-runtime peer) into
+/// `<target>/peers/<name>`; its path.
+pub fn go_peer(name: &str) -> PathBuf {
+    let out = target_dir().join("peers").join(name);
+    let status = Command::new("go")
+        .args(["build", "-o"])
+        .arg(&out)
+        .arg(format!("./cmd/{name}"))
+        .current_dir(workspace().join("benches/peers"))
+        .status()
+        .expect("cannot run `go`; install Go 1.26 (benches/peers/README.md)");
+    assert!(
+        status.success(),
+        "`go build ./cmd/{name}` in benches/peers failed"
+    );
+    out
 }
 
 /// Runs `script` (relative to the workspace; a guest's `build.sh`) once per test binary and

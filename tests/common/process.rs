@@ -27,3 +27,34 @@ pub fn stop_group(child: &mut Child) {
         .status();
     let _ = child.wait();
 }
+
+/// CPU time (user + system) of process `pid` so far, from `/proc/<pid>/stat` (100 Hz ticks);
+/// zero once it is gone.
+pub fn cpu_of(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command (which may hold spaces): utime and stime, fields 14 and 15 of
+    // the line, are 11 and 12 after it.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| -> u64 { fields.get(i).and_then(|f| f.parse().ok()).unwrap_or(0) };
+    Duration::from_millis((ticks(11) + ticks(12)) * 10)
+}
+
+/// A `/proc/<pid>/status` figure in bytes (`VmRSS`, `VmHWM`); zero once the process is gone.
+pub fn status_bytes(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status.lines().find_map(|line| {
+                line.strip_prefix(field)?
+                    .strip_prefix(':')?
+                    .split_whitespace()
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+        })
+        .map_or(0, |kb| kb * 1024)
+}

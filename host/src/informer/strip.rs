@@ -13,11 +13,9 @@ pub(super) fn without_member(json: &str, value: &str, key: &str) -> Option<Strin
         return None;
     }
     let before = json[..start].trim_end().strip_suffix(':')?.trim_end();
-    let quoted = format!("\"{key}\"");
-    if !before.ends_with(&quoted) {
-        return None;
-    }
-    let key_start = before.len() - quoted.len();
+    // `"key"`, checked without building the quoted text (this runs for every cached object).
+    let unquoted = before.strip_suffix('"')?.strip_suffix(key)?;
+    let key_start = unquoted.strip_suffix('"')?.len();
     let after = &json[end..];
     let rest = after.trim_start();
     let (cut_from, cut_to) = if let Some(following) = rest.strip_prefix(',') {

@@ -15,8 +15,8 @@ use kube::Api;
 use kube::api::PostParams;
 
 use crate::common::backend::Backend;
-use crate::common::host::{Host, component, scratch};
-use crate::sides::{go_binary, status_bytes};
+use crate::common::host::{Host, component, go_peer, scratch};
+use crate::common::process::status_bytes;
 
 const EMPTY: &str = "cache-empty";
 const FULL: &str = "cache-full";
@@ -41,7 +41,7 @@ impl Cacher {
 }
 
 pub fn prepare() {
-    go_binary("cache-controller");
+    go_peer("cache-controller");
     component("noop");
 }
 
@@ -122,7 +122,7 @@ async fn go_rss(
     expect: usize,
     metadata: bool,
 ) -> (u64, String) {
-    let mut command = Command::new(go_binary("cache-controller"));
+    let mut command = Command::new(go_peer("cache-controller"));
     command
         .args(["--namespace", namespace, "--expect", &expect.to_string()])
         .env("KUBECONFIG", kubeconfig)

@@ -37,10 +37,11 @@ use std::time::{Duration, Instant};
 
 use common::backend::Backend;
 use common::host::scratch;
+use common::process::{cpu_of, status_bytes};
 use common::website::{crd, sample_website, websites};
 use embedded_apiserver::Config;
 use kube::api::PostParams;
-use sides::{Running, Side, cpu_of, status_bytes};
+use sides::{Running, Side};
 
 const NAMESPACE: &str = "website-peers";
 /// Creates in flight while the Websites are written.

@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use crate::common::host::{
-    Host, component, free_port, http_get, manifest, scripted_component, target_dir, workspace,
+    Host, component, free_port, go_peer, http_get, manifest, scripted_component,
 };
 
 /// One side of the comparison.
@@ -43,23 +43,6 @@ impl Side {
             ),
         }
     }
-}
-
-/// Builds the Go programs of `benches/peers/cmd/<name>` once; the binary's path.
-pub fn go_binary(name: &str) -> PathBuf {
-    let out = target_dir().join("peers").join(name);
-    let status = Command::new("go")
-        .args(["build", "-o"])
-        .arg(&out)
-        .arg(format!("./cmd/{name}"))
-        .current_dir(workspace().join("benches/peers"))
-        .status()
-        .expect("website_peers: cannot run `go`; install Go 1.26 (benches/peers/README.md)");
-    assert!(
-        status.success(),
-        "website_peers: `go build ./cmd/{name}` in benches/peers failed"
-    );
-    out
 }
 
 /// The kind and grants of the Rust example, which the ports (written for their own groups) are
@@ -97,7 +80,7 @@ fn host_plugin(side: Side, dir: &Path) -> PathBuf {
 pub fn prepare(side: Side, dir: &Path) {
     match side {
         Side::ControllerRuntime => {
-            go_binary("website-controller");
+            go_peer("website-controller");
         }
         _ => {
             host_plugin(side, dir);
@@ -126,7 +109,7 @@ impl Running {
         let metrics = format!("127.0.0.1:{}", free_port());
         let log = dir.join("website-controller.log");
         let file = std::fs::File::create(&log).expect("log file");
-        let child = Command::new(go_binary("website-controller"))
+        let child = Command::new(go_peer("website-controller"))
             .args(["--metrics-bind-address", &metrics])
             .arg(format!("--recheck={}s", recheck.as_secs()))
             .env("KUBECONFIG", kubeconfig)
@@ -209,32 +192,4 @@ impl Drop for Running {
             let _ = child.wait();
         }
     }
-}
-
-/// CPU time (user + system) of process `pid` so far, from `/proc/<pid>/stat` (100 Hz ticks).
-pub fn cpu_of(pid: u32) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let ticks = |i: usize| -> u64 { fields.get(i).and_then(|f| f.parse().ok()).unwrap_or(0) };
-    Duration::from_millis((ticks(11) + ticks(12)) * 10)
-}
-
-/// A `/proc/<pid>/status` figure in bytes (`VmRSS`, `VmHWM`).
-pub fn status_bytes(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|status| {
-            status.lines().find_map(|line| {
-                line.strip_prefix(field)?
-                    .strip_prefix(':')?
-                    .split_whitespace()
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
-            })
-        })
-        .map_or(0, |kb| kb * 1024)
 }
