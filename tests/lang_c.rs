@@ -101,7 +101,19 @@ async fn ttl_reaper_c_deletes_expired_config_maps_skips_paused_namespaces_and_wa
     })
     .await;
     assert_eq!(event.type_.as_deref(), Some("Warning"));
-    assert_eq!(event.regarding.and_then(|r| r.name).as_deref(), Some("bad"));
+    let regarding = event.regarding.clone().unwrap_or_default();
+    assert_eq!(regarding.name.as_deref(), Some("bad"));
+    // It names the ConfigMap's uid, so `kubectl describe` lists it.
+    let bad = config_maps(&server, "ttl-demo")
+        .get("bad")
+        .await
+        .expect("ConfigMap bad");
+    assert_eq!(regarding.uid, bad.metadata.uid);
+    let described = server.kubectl_ok(&dir, &["describe", "configmap", "bad", "-n", "ttl-demo"]);
+    assert!(
+        described.contains("InvalidTTL") && described.contains("reconcile-host/ttl-reaper-c"),
+        "kubectl describe lists no InvalidTTL Event:\n{described}"
+    );
     let note = event.note.unwrap_or_default();
     assert!(
         note.contains("ttl.example.com/after is \"soon\"; it must be a whole number of seconds"),

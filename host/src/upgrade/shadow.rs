@@ -217,9 +217,12 @@ impl ShadowRunner {
         let text = guest_text(&text, MAX_REPORT);
         tracing::warn!(plugin = %self.context.name, %key, shadow = %format_args!("{:.12}", self.module.digest()),
             differences = differences.len(), "the shadow differs from the primary: {text}");
+        let kind = crate::runtime::KindRef::new(&target.kind.api_version, &target.kind.kind);
+        let identity = crate::wasm::imports::cached_identity(&self.context, &kind, target);
         let event = crate::wasm::imports::event_call(
             &self.context.name,
             target,
+            identity.as_ref(),
             "Warning",
             "ShadowDiffers",
             &format!(

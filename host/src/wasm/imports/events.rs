@@ -1,13 +1,16 @@
 //! `events`: Kubernetes Events (`events.k8s.io/v1`) about objects, reported by the plugin.
 
+use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use super::kind_ref;
+use crate::controller::ObjectKey;
 use crate::manifest::Verb;
 use crate::runtime::KindRef;
 use crate::wasm::api::{ApiCall, Target};
 use crate::wasm::bindings::kube::reconcile::events::{EventType, Host};
 use crate::wasm::bindings::{CallError, ObjectRef};
+use crate::wasm::context::PluginContext;
 use crate::wasm::cost::Import;
 use crate::wasm::guest_log::guest_text;
 use crate::wasm::record;
@@ -109,13 +112,91 @@ impl GuestState {
             EventType::Normal => "Normal",
             EventType::Warning => "Warning",
         };
-        let call = event_call(&self.plugin.name, &regarding, event_type, &reason, &note);
-        let api = std::sync::Arc::clone(&self.plugin.api);
         let started = Instant::now();
+        let identity = identity_of(Arc::clone(&self.plugin), &kind, &regarding).await;
+        let call = event_call(
+            &self.plugin.name,
+            &regarding,
+            identity.as_ref(),
+            event_type,
+            &reason,
+            &note,
+        );
+        let api = Arc::clone(&self.plugin.api);
         let result = crate::wasm::tape::perform(api, self.tape.clone(), call).await;
         self.cost.api_wait(Import::EventsRecordEvent, started);
         result.map(drop)
     }
+}
+
+/// The uid and resourceVersion an Event names its object by: `kubectl describe` lists the
+/// Events whose `regarding.uid` is the object's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Identity {
+    pub uid: String,
+    pub resource_version: String,
+}
+
+impl Identity {
+    /// The identity written in an object's JSON text; `None` without a uid.
+    fn of_json(json: &str) -> Option<Self> {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Meta {
+            uid: Option<String>,
+            resource_version: Option<String>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Object {
+            metadata: Meta,
+        }
+        let object: Object = serde_json::from_str(json).ok()?;
+        Some(Self {
+            uid: object.metadata.uid?,
+            resource_version: object.metadata.resource_version.unwrap_or_default(),
+        })
+    }
+}
+
+/// The identity of `regarding` in the plugin's cache of `kind`, if it caches the object.
+pub(crate) fn cached_identity(
+    plugin: &PluginContext,
+    kind: &KindRef,
+    regarding: &ObjectRef,
+) -> Option<Identity> {
+    let store = plugin.caches.get(kind)?;
+    let key = ObjectKey::in_namespace(regarding.namespace.as_deref(), &regarding.name);
+    Identity::of_json(store.get(&key)?.json())
+}
+
+/// The identity of `regarding`: from the plugin's cache of its kind, else read from the API
+/// server as the plugin (when it may `get` the kind there); `None` when neither has it (the
+/// object is gone, or the plugin may not read it), and the Event is written without it.
+async fn identity_of(
+    plugin: Arc<PluginContext>,
+    kind: &KindRef,
+    regarding: &ObjectRef,
+) -> Option<Identity> {
+    if let Some(cached) = cached_identity(&plugin, kind, regarding) {
+        return Some(cached);
+    }
+    let manifest = &plugin.manifest;
+    let may_get = manifest.service_account.is_some()
+        || (manifest)
+            .allows(kind, Verb::Get, regarding.namespace.as_deref(), None)
+            .is_ok();
+    if !may_get {
+        return None;
+    }
+    let call = ApiCall::Get {
+        target: Target {
+            kind: kind.clone(),
+            namespace: regarding.namespace.clone(),
+            name: regarding.name.clone(),
+        },
+    };
+    let json = Arc::clone(&plugin.api).call(call).await.ok()??;
+    Identity::of_json(&json)
 }
 
 impl Host for GuestState {
@@ -154,12 +235,14 @@ fn prefix(text: &str, max: usize) -> &str {
     &text[..end]
 }
 
-/// The create of an Event (`events.k8s.io/v1`) reported by plugin `plugin` about `regarding`,
-/// in its namespace (`default` for a cluster-scoped object), the note's control and
-/// bidirectional characters escaped, cut at 1 KiB.
+/// The create of an Event (`events.k8s.io/v1`) reported by plugin `plugin` about `regarding`
+/// (naming its uid and resourceVersion when `identity` knows them), in its namespace (`default`
+/// for a cluster-scoped object), the note's control and bidirectional characters escaped, cut
+/// at 1 KiB.
 pub(crate) fn event_call(
     plugin: &str,
     regarding: &ObjectRef,
+    identity: Option<&Identity>,
     event_type: &str,
     reason: &str,
     note: &str,
@@ -175,7 +258,7 @@ pub(crate) fn event_call(
     // Escaping only lengthens text: the first MAX_NOTE bytes are all that can be kept.
     let note = guest_text(prefix(note, MAX_NOTE), MAX_NOTE);
     let note = prefix(&note, MAX_NOTE);
-    let event = serde_json::json!({
+    let mut event = serde_json::json!({
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
         "metadata": { "name": name, "namespace": namespace },
@@ -193,6 +276,15 @@ pub(crate) fn event_call(
             "name": regarding.name,
         },
     });
+    if let (Some(identity), Some(about)) = (identity, event["regarding"].as_object_mut()) {
+        about.insert("uid".to_owned(), identity.uid.clone().into());
+        if !identity.resource_version.is_empty() {
+            about.insert(
+                "resourceVersion".to_owned(),
+                identity.resource_version.clone().into(),
+            );
+        }
+    }
     ApiCall::Create {
         target: Target {
             kind: event_kind(),
@@ -223,5 +315,57 @@ mod tests {
             micro_time(std::time::Duration::ZERO),
             "1970-01-01T00:00:00.000000Z"
         );
+    }
+
+    fn config_map(name: &str) -> ObjectRef {
+        ObjectRef {
+            kind: crate::wasm::bindings::Kind {
+                api_version: "v1".to_owned(),
+                kind: "ConfigMap".to_owned(),
+            },
+            namespace: Some("demo".to_owned()),
+            name: name.to_owned(),
+        }
+    }
+
+    fn created(call: ApiCall) -> serde_json::Value {
+        match call {
+            ApiCall::Create { object, .. } => object,
+            other => panic!("not a create: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_event_names_its_objects_uid_and_resource_version_when_known() {
+        let json = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"demo","uid":"u-1","resourceVersion":"42"},"data":{"uid":"not this"}}"#;
+        let identity = Identity::of_json(json).expect("the object has a uid");
+        assert_eq!(identity.uid, "u-1");
+        assert_eq!(identity.resource_version, "42");
+        let event = created(event_call(
+            "p",
+            &config_map("a"),
+            Some(&identity),
+            "Normal",
+            "Synced",
+            "note",
+        ));
+        assert_eq!(event["regarding"]["uid"], "u-1");
+        assert_eq!(event["regarding"]["resourceVersion"], "42");
+        assert_eq!(event["regarding"]["name"], "a");
+
+        // Unknown: the fields are absent, not null.
+        let event = created(event_call(
+            "p",
+            &config_map("a"),
+            None,
+            "Normal",
+            "Synced",
+            "note",
+        ));
+        let regarding = event["regarding"].as_object().expect("an object");
+        assert!(!regarding.contains_key("uid"), "{regarding:?}");
+        assert!(!regarding.contains_key("resourceVersion"), "{regarding:?}");
+        assert_eq!(Identity::of_json(r#"{"metadata":{"name":"a"}}"#), None);
+        assert_eq!(Identity::of_json("not json"), None);
     }
 }

@@ -10,7 +10,7 @@ mod log;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use events::event_call;
+pub(crate) use events::{cached_identity, event_call};
 
 use crate::runtime::KindRef;
 use crate::wasm::api::Target;

@@ -25,7 +25,7 @@ grants:
 
 fn config_map(namespace: &str, name: &str, labels: &str) -> CachedObject {
     CachedObject::from_json(&format!(
-        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","namespace":"{namespace}","resourceVersion":"1","labels":{labels}}}}}"#
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","namespace":"{namespace}","uid":"uid-{namespace}-{name}","resourceVersion":"1","labels":{labels}}}}}"#
     ))
     .unwrap()
 }
@@ -263,14 +263,45 @@ async fn events_need_no_grant_and_are_reported_by_the_plugin() {
     .unwrap();
     log::Host::log(&mut state, log::Level::Info, "hello".into()).await;
     let calls = recorder.calls();
-    let [ApiCall::Create { target, object, .. }] = calls.as_slice() else {
-        panic!("one create: {calls:?}");
+    // Not cached: its uid is read (the plugin may get Deployments in `default`); the recorder
+    // has no such object, so the Event names none.
+    let [
+        ApiCall::Get { target: read },
+        ApiCall::Create { target, object, .. },
+    ] = calls.as_slice()
+    else {
+        panic!("a get and a create: {calls:?}");
     };
+    assert_eq!(
+        (read.namespace.as_deref(), read.name.as_str()),
+        (Some("default"), "web")
+    );
     assert_eq!(target.kind, KindRef::new("events.k8s.io/v1", "Event"));
     assert_eq!(object["reportingController"], "reconcile-host/web");
     assert_eq!(object["type"], "Warning");
     assert_eq!(object["regarding"]["name"], "web");
+    assert!(object["regarding"].get("uid").is_none(), "{object}");
     assert_eq!(object["note"].as_str().unwrap().len(), 1024);
+}
+
+#[tokio::test]
+async fn an_event_about_a_cached_object_names_its_uid_without_reading_the_api() {
+    let (mut state, recorder) = state();
+    events::Host::record_event(
+        &mut state,
+        deployment("a", "y"),
+        events::EventType::Normal,
+        "Synced".into(),
+        "n".into(),
+    )
+    .await
+    .unwrap();
+    let calls = recorder.calls();
+    let [ApiCall::Create { object, .. }] = calls.as_slice() else {
+        panic!("one create: {calls:?}");
+    };
+    assert_eq!(object["regarding"]["uid"], "uid-a-y");
+    assert_eq!(object["regarding"]["resourceVersion"], "1");
 }
 
 #[tokio::test]
@@ -307,8 +338,8 @@ async fn an_event_reason_must_be_a_word_and_a_note_is_one_escaped_line() {
     .await
     .unwrap();
     let calls = recorder.calls();
-    let [ApiCall::Create { object, .. }] = calls.as_slice() else {
-        panic!("one create: {calls:?}");
+    let [ApiCall::Get { .. }, ApiCall::Create { object, .. }] = calls.as_slice() else {
+        panic!("a get of its uid and a create: {calls:?}");
     };
     assert_eq!(object["reason"], "Synced");
     assert_eq!(object["note"], "line one\\nline two \\u{202e}");
