@@ -283,6 +283,72 @@ async fn a_plugin_object_from_a_config_map_loads_reports_its_state_survives_a_ba
     assert_eq!(find(&status, "Degraded")["status"], "False", "{status}");
     assert_eq!(status["resolvedDigest"], digest(&good));
 
+    // An object whose reconciles keep failing: Degraded, with the failure, shown by kubectl get
+    // and describe; fixed, it clears.
+    let mut failing = labelled("failing", "3");
+    failing
+        .data
+        .get_or_insert_default()
+        .insert("behave".to_owned(), "error".to_owned());
+    let asked = std::time::Instant::now();
+    config_maps.create(&post, &failing).await.expect("created");
+    let status = condition(&backend, "Degraded", "True").await;
+    let within = asked.elapsed();
+    let degraded = find(&status, "Degraded");
+    assert_eq!(degraded["reason"], "ReconcilesFailing", "{status}");
+    let message = degraded["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("reconciles of 1 object failed")
+            && message.contains("default/failing (error)")
+            && message.contains("testbed: asked to fail"),
+        "{message}"
+    );
+    assert_eq!(find(&status, "Ready")["status"], "True", "{status}");
+    let table = backend.kubectl_ok(&dir, &["get", "reconcilerplugins"]);
+    let row: Vec<&str> = (table.lines())
+        .find(|line| line.starts_with("testbed "))
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert!(table.contains("DEGRADED"), "{table}");
+    assert_eq!(row.get(1..3), Some(&["True", "True"][..]), "{table}");
+    // An Event's row in describe's table: its type, reason, age, source and note.
+    let described = |type_: &'static str, reason: &'static str| {
+        let dir = dir.clone();
+        let backend = &backend;
+        async move {
+            eventually_async(&format!("kubectl describe lists {reason}"), || async {
+                let out = backend.kubectl_ok(&dir, &["describe", "reconcilerplugin", "testbed"]);
+                let (_, events) = out.split_once("\nEvents:")?;
+                (events.lines())
+                    .find(|row| {
+                        let words: Vec<&str> = row.split_whitespace().collect();
+                        words.get(..2) == Some(&[type_, reason][..])
+                    })
+                    .map(str::to_owned)
+            })
+            .await
+        }
+    };
+    let row = described("Warning", "ReconcilesFailing").await;
+    assert!(row.contains("testbed: asked to fail"), "{row}");
+    config_maps
+        .patch(
+            "failing",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"behave": "ok"}})),
+        )
+        .await
+        .expect("patched");
+    let status = condition(&backend, "Degraded", "False").await;
+    assert_eq!(
+        find(&status, "Degraded")["reason"],
+        "AsDeclared",
+        "{status}"
+    );
+    described("Normal", "ReconcilesRecovered").await;
+    eprintln!("Degraded True {within:?} after the failing object was created");
+
     // Deleted: the plugin stops.
     plugins(&backend)
         .delete("testbed", &DeleteParams::default())
@@ -292,7 +358,15 @@ async fn a_plugin_object_from_a_config_map_loads_reports_its_state_survives_a_ba
     drop(host);
 
     // No garbage collector on a real server: remove what the test made.
-    for name in ["first", "first-seen", "second", "second-seen"] {
+    for name in [
+        "first",
+        "first-seen",
+        "second",
+        "second-seen",
+        "failing",
+        "failing-seen",
+        "failing-attempts",
+    ] {
         let _ = config_maps.delete(name, &DeleteParams::default()).await;
     }
     let _ = modules
@@ -519,7 +593,7 @@ fn rbac_of_an_object_file_gives_the_host_its_objects_status_and_module_config_ma
     // The plugin's own rights, from the object's spec as from a manifest file.
     let plugin = named("ClusterRole", "reconcile-host-plugins");
     assert!(plugin.to_string().contains("configmaps"), "{plugin}");
-    // The host's: read the objects, write their status.
+    // The host's: read the objects, write their status, record Events on them.
     let objects = named("ClusterRole", "reconcile-host-plugins-objects");
     assert_eq!(
         objects["rules"],
@@ -533,6 +607,7 @@ fn rbac_of_an_object_file_gives_the_host_its_objects_status_and_module_config_ma
             {"apiGroups": ["reconcile-host.dev"],
              "resources": ["namespacedreconcilerplugins/status"],
              "verbs": ["get", "patch", "update"]},
+            {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
         ])
     );
     named("ClusterRoleBinding", "reconcile-host-plugins-objects");

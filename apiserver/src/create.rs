@@ -54,7 +54,9 @@ impl Cluster {
             Some(n) if !n.is_empty() => n.to_string(),
             _ => match meta.get("generateName").and_then(Value::as_str) {
                 Some(prefix) if !prefix.is_empty() => {
-                    format!("{}{}", generate_name_base(prefix), name_suffix())
+                    let name = format!("{}{}", generate_name_base(prefix), name_suffix());
+                    generate_name_check(res, prefix, &name)?;
+                    name
                 }
                 _ => {
                     return Err(ApiError::invalid(
@@ -203,6 +205,25 @@ impl Cluster {
         }
         Ok(None)
     }
+}
+
+/// Refuses a `generateName` that is no name's start, as upstream does: the prefix with a trailing
+/// `-` read as a letter must itself be a valid name (`web.` is not: a name cannot end in `.`).
+/// The error names the object by the name generated, `name`.
+fn generate_name_check(res: &Resource, prefix: &str, name: &str) -> Result<(), ApiError> {
+    let masked = match prefix.strip_suffix('-') {
+        Some(rest) => format!("{rest}a"),
+        None => prefix.to_owned(),
+    };
+    let problems = metadata::name_problems(res, &masked);
+    if problems.is_empty() {
+        return Ok(());
+    }
+    let problems = problems
+        .iter()
+        .map(|why| format!("metadata.generateName: Invalid value: \"{prefix}\": {why}"))
+        .collect();
+    Err(ApiError::invalid_all(&res.kind, name, problems))
 }
 
 /// The most characters of a `generateName` prefix kept: with the 5 random characters the name

@@ -4,6 +4,7 @@
 //! It uses the runtime ([`crate::wasm`]) to load and call modules and [`crate::upgrade`] to run
 //! shadows and canaries and keep recordings.
 
+pub mod health;
 pub mod loader;
 pub mod objects;
 pub mod oci;

@@ -88,6 +88,7 @@ pub struct Plugin {
     rejected: parking_lot::Mutex<Option<String>>,
     failures: Option<PluginFailures>,
     on_rollback: Option<RollbackHook>,
+    health: super::health::Health,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -120,6 +121,7 @@ impl Plugin {
             rejected: parking_lot::Mutex::new(None),
             failures,
             on_rollback: None,
+            health: super::health::Health::default(),
         }
     }
 
@@ -213,6 +215,7 @@ impl Plugin {
         let loaded = Arc::new(Self::loaded(&self.context, self.metrics.as_ref(), module));
         let mut current = self.current.write();
         let replaced = std::mem::replace(&mut *current, Arc::clone(&loaded));
+        self.health.reset();
         // Bytes rolled back before are tried again if they come back after another module.
         *self.rejected.lock() = None;
         let mut probation = self.probation.lock();
@@ -223,6 +226,12 @@ impl Plugin {
             previous,
             traps: 0,
         });
+    }
+
+    /// Whether its reconciles keep failing (see [`super::health`]).
+    #[must_use]
+    pub fn health(&self) -> &super::health::Health {
+        &self.health
     }
 
     /// Forgets the module rolled back, if any; whether there was one.
@@ -452,7 +461,19 @@ impl Reconciler for PluginReconciler {
                 })
             })
         });
-        let action = self.plugin.call_view(view, canary).await?;
+        let health = &self.plugin.health;
+        let action = match self.plugin.call_view(view, canary).await {
+            Ok(action) => {
+                health.succeeded(&request.key);
+                action
+            }
+            Err(error) => {
+                health.failed(&request.key, error.failure.reason(), || {
+                    crate::error_chain(&error.failure)
+                });
+                return Err(error);
+            }
+        };
         Ok(match action {
             bindings::Action::Done => Action::Done,
             bindings::Action::Requeue => Action::Requeue,

@@ -31,6 +31,7 @@ use super::values::{Problem, problem};
            reconciles, what it may read and change, and its limits. The reconcile host loads it, \
            swaps it on change and reports its state in status.",
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
+    printcolumn(name = "Degraded", type_ = "string", json_path = ".status.conditions[?(@.type==\"Degraded\")].status"),
     printcolumn(name = "Digest", type_ = "string", json_path = ".status.resolvedDigest"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
     validation = Rule::new("has(self.spec.oci) != has(self.spec.configMap)").message(

@@ -100,7 +100,7 @@ fn the_crd_is_cluster_scoped_with_status_printer_columns_and_one_module_source()
     .iter()
     .map(|column| column["name"].as_str().expect("named"))
     .collect();
-    assert_eq!(columns, ["Ready", "Digest", "Age"]);
+    assert_eq!(columns, ["Ready", "Degraded", "Digest", "Age"]);
     let rules = &version["schema"]["openAPIV3Schema"]["x-kubernetes-validations"];
     assert_eq!(
         rules[0]["rule"],

@@ -260,7 +260,7 @@ pub(super) fn cluster_role(
 }
 
 /// The rules of a host that loads ReconcilerPlugin and NamespacedReconcilerPlugin objects: read
-/// them, write their status.
+/// them, write their status, record Events on them.
 #[must_use]
 pub fn plugin_object_rules() -> Vec<PolicyRule> {
     let rule = |resource: &str, verbs: &[&str]| PolicyRule {
@@ -277,6 +277,13 @@ pub fn plugin_object_rules() -> Vec<PolicyRule> {
             "namespacedreconcilerplugins/status",
             &["get", "patch", "update"],
         ),
+        // Events on the objects when a plugin's reconciles start or stop failing.
+        PolicyRule {
+            api_groups: Some(vec!["events.k8s.io".to_owned()]),
+            resources: Some(vec!["events".to_owned()]),
+            verbs: vec!["create".to_owned()],
+            ..PolicyRule::default()
+        },
     ]
 }
 

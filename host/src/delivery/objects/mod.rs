@@ -37,6 +37,7 @@ use crate::delivery::supervisor::Plugins;
 use crate::manifest::ReconcilerPlugin;
 use crate::manifest::namespaced::{self, NamespacedReconcilerPlugin};
 
+mod events;
 mod fetch;
 #[cfg(test)]
 mod fetch_tests;
@@ -69,6 +70,8 @@ pub struct PluginObjects {
     identity: String,
     /// The last error writing each object's status, so that it is logged once.
     status_failures: parking_lot::Mutex<BTreeMap<String, String>>,
+    /// Whether each object's reconciles keep failing, as last reported by an Event.
+    reported: events::Reported,
 }
 
 impl PluginObjects {
@@ -100,6 +103,7 @@ impl PluginObjects {
             dir,
             identity,
             status_failures: parking_lot::Mutex::default(),
+            reported: events::Reported::default(),
         })
     }
 
@@ -199,6 +203,7 @@ impl PluginObjects {
 
     /// Writes the status of each object whose state differs from what it says.
     async fn write_status(&self, api: &Api<ReconcilerPlugin>, plugins: &Plugins, known: &Known) {
+        self.reported.retain(&known.objects);
         for (name, object) in &known.objects {
             let Some(fetch) = known.fetch(name, object) else {
                 continue;
@@ -221,9 +226,15 @@ impl PluginObjects {
                 }
                 None => api.patch_status(name, &params, &patch).await.map(drop),
             };
+            if result.is_ok()
+                && let Some(event) =
+                    (self.reported).change(name, object, &old, &status, &self.identity)
+            {
+                events::record(&self.client, &event).await;
+            }
             let mut failures = self.status_failures.lock();
             match result {
-                Ok(_) => {
+                Ok(()) => {
                     failures.remove(name);
                 }
                 Err(error) => {

@@ -1,8 +1,9 @@
 //! The status a `ReconcilerPlugin` object should have: its generation, resolved digests (the
 //! module's, a shadow's, a canary's), the conditions `Fetched`, `Compiled`, `GrantsValid`,
 //! `Ready` and `Degraded` with their transition times kept while unchanged (a first fetch still
-//! running shows as `Fetched` `Unknown`: `Fetching`, then slow), and the merge patch that writes
-//! it.
+//! running shows as `Fetched` `Unknown`: `Fetching`, then slow; `Degraded` is `True` while a
+//! previous version serves, or while the plugin's reconciles keep failing), and the merge patch
+//! that writes it.
 
 use std::time::Duration;
 
@@ -13,6 +14,10 @@ use super::fetch::{Source, Step};
 use super::fetched::{FETCH_TIMEOUT, Fetched, Module, SLOW_AFTER};
 use crate::delivery::supervisor::{FailureStage, SourceState};
 use crate::manifest::{PluginCondition, ReconcilerPluginStatus};
+
+/// The `Degraded` reason of a plugin whose reconciles keep failing (see
+/// [`crate::delivery::health`]).
+pub(super) const REASON_RECONCILES_FAILING: &str = "ReconcilesFailing";
 
 /// What is known of an object's module for its current generation.
 pub(super) enum Fetch<'a> {
@@ -150,12 +155,24 @@ pub(super) fn status(
     let other_serves = state.serving.is_some() && !serving_this;
     // A fetch of a few seconds is no degradation; a slow or failed one is.
     let fetch_degrades = pending.as_ref().is_some_and(|p| p.degrades);
+    let failing = state.reconciles.as_ref();
     if other_serves && (failure.is_some() || fetch_degrades) {
-        let message = format!(
+        let mut message = format!(
             "module sha256:{} keeps serving",
             state.serving.as_deref().unwrap_or_default()
         );
+        if let Some(failing) = failing {
+            message.push_str("; and its reconciles keep failing: ");
+            message.push_str(&failing.message);
+        }
         condition("Degraded", "True", "PreviousVersionServes", message);
+    } else if let Some(failing) = failing {
+        condition(
+            "Degraded",
+            "True",
+            REASON_RECONCILES_FAILING,
+            failing.message.clone(),
+        );
     } else {
         condition("Degraded", "False", "AsDeclared", String::new());
     }

@@ -35,6 +35,7 @@ fn serving(content: &str, manifest: &str, failure: Option<FailureStage>) -> Sour
             stage,
             message: "grants[0]: no such verb".to_owned(),
         }),
+        reconciles: None,
     }
 }
 
@@ -179,4 +180,32 @@ fn a_first_fetch_shows_fetching_then_registry_slow_and_degrades_only_once_slow()
     let fresh = running(Duration::from_secs(11), &SourceState::default());
     assert_eq!(condition(&fresh, "Fetched"), ("Unknown", "RegistrySlow"));
     assert_eq!(condition(&fresh, "Degraded"), ("False", "AsDeclared"));
+}
+
+#[test]
+fn reconciles_that_keep_failing_degrade_a_serving_plugin_and_their_recovery_clears_it() {
+    let old = ReconcilerPluginStatus::default();
+    let mut state = serving("aa", "m1", None);
+    state.reconciles = Some(crate::delivery::health::Failing {
+        objects: 1,
+        reason: Some("trap"),
+        message: "the last 3 or more reconciles of 1 object failed".to_owned(),
+    });
+    let fetch = fetched(1, "aa", "m1");
+    let failing = status(&Fetch::Answered(&fetch), &state, &old, "h");
+    assert_eq!(condition(&failing, "Ready"), ("True", "Serving"));
+    assert_eq!(
+        condition(&failing, "Degraded"),
+        ("True", "ReconcilesFailing")
+    );
+    let degraded = (failing.conditions.iter())
+        .find(|c| c.type_ == "Degraded")
+        .expect("Degraded");
+    assert_eq!(
+        degraded.message,
+        "the last 3 or more reconciles of 1 object failed"
+    );
+    state.reconciles = None;
+    let recovered = status(&Fetch::Answered(&fetch), &state, &failing, "h");
+    assert_eq!(condition(&recovered, "Degraded"), ("False", "AsDeclared"));
 }

@@ -135,6 +135,8 @@ pub struct SourceState {
     pub serving_manifest: Option<String>,
     /// The last failure since the source last loaded.
     pub failure: Option<SourceFailure>,
+    /// Whether the serving plugin's reconciles keep failing.
+    pub reconciles: Option<crate::delivery::health::Failing>,
 }
 
 /// One running plugin.
@@ -304,18 +306,12 @@ impl Plugins {
     /// What the plugin source `path` (a manifest file) is doing: the module serving from it,
     /// and its last failure since it last loaded.
     pub async fn source_state(&self, path: &std::path::Path) -> SourceState {
-        let (serving, serving_manifest) = (self.running.lock().await.values())
-            .find(|running| running.path == path)
-            .map(|running| {
-                (
-                    running.plugin.module().digest().to_owned(),
-                    running.manifest_text.clone(),
-                )
-            })
-            .unzip();
+        let running = self.running.lock().await;
+        let serving = running.values().find(|running| running.path == path);
         SourceState {
-            serving,
-            serving_manifest,
+            serving: serving.map(|running| running.plugin.module().digest().to_owned()),
+            serving_manifest: serving.map(|running| running.manifest_text.clone()),
+            reconciles: serving.and_then(|running| running.plugin.health().failing()),
             failure: self.failures.lock().get(path).cloned(),
         }
     }
