@@ -121,7 +121,8 @@ fn testbed_object(dir: &Path, name: &str, behave: &str) -> PathBuf {
 fn check_prints_the_website_modules_digest_imports_and_grants() {
     let dir = scratch("tools-check-website");
     let manifest = example(&dir, "website");
-    let output = host(&["check", path(&manifest)], None);
+    let website = sample("examples/website/samples/website.yaml");
+    let output = host(&["check", path(&manifest), "--sample", &website], None);
     let out = stdout(&output);
     assert_eq!(output.status.code(), Some(0), "{out}{}", stderr(&output));
     for part in [
@@ -191,9 +192,22 @@ fn check_warns_when_the_component_imports_the_client_but_nothing_is_granted() {
         ),
     )
     .unwrap();
-    let output = host(&["check", path(&manifest)], None);
-    let out = stdout(&output);
-    assert_eq!(output.status.code(), Some(0), "{out}{}", stderr(&output));
+    let website = sample("examples/website/samples/website.yaml");
+    let output = host(&["check", path(&manifest), "--sample", &website], None);
+    let (out, err) = (stdout(&output), stderr(&output));
+    // Its first write is denied and it returns the error: check fails, listing the denied
+    // call with the grant it lacks.
+    assert_eq!(output.status.code(), Some(1), "{out}{err}");
+    assert!(
+        out.trim_end()
+            .ends_with("not ok: plugin `website`: its reconcile returned an error"),
+        "{out}"
+    );
+    assert!(
+        err.contains("  denied: apply apps/v1 Deployment default/hello")
+            && err.contains("has no grant to `patch` apps/v1 Deployment"),
+        "{err}"
+    );
     assert!(out.contains("grants    none"), "{out}");
     assert!(
         out.contains(
@@ -539,8 +553,16 @@ async fn check_with_a_kubeconfig_names_every_kind_the_api_server_does_not_serve(
     );
     // The website's Website CRD is not installed on this server.
     let website = example(&dir, "website");
+    let sample = sample("examples/website/samples/website.yaml");
     let output = host(
-        &["check", path(&website), "--kubeconfig", path(&kubeconfig)],
+        &[
+            "check",
+            path(&website),
+            "--sample",
+            &sample,
+            "--kubeconfig",
+            path(&kubeconfig),
+        ],
         None,
     );
     let err = stderr(&output);
@@ -553,7 +575,14 @@ async fn check_with_a_kubeconfig_names_every_kind_the_api_server_does_not_serve(
         "{err}"
     );
     assert!(!err.contains("apps/v1/Deployment"), "{err}");
+    assert!(
+        stdout(&output)
+            .trim_end()
+            .ends_with("not ok: plugin `website`: kinds it names are not served"),
+        "{}",
+        stdout(&output)
+    );
     // Without --kubeconfig, check needs no cluster and passes.
-    let output = host(&["check", path(&website)], None);
+    let output = host(&["check", path(&website), "--sample", &sample], None);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
 }

@@ -1,7 +1,7 @@
 //! `check` calls `reconcile` once with a sample object: the real binary on broken guests in
 //! every language (a wrong return type, a missing export, a forgotten registration, a failed
-//! assert, a panic) fails with the guest's own words and the fix; a reconcile error and a
-//! correct plugin pass.
+//! assert, a panic) fails with the guest's own words and the fix; so does a reconcile error,
+//! unless `--allow-failure`; a correct plugin passes.
 
 use crate::common;
 use std::path::{Path, PathBuf};
@@ -11,8 +11,13 @@ use crate::common::host::{component, manifest, scratch, scripted_component, tool
 
 /// `check MANIFEST [--sample FILE]` with the tests' module cache.
 fn check(manifest: &Path, sample: Option<&Path>) -> Output {
+    check_with(manifest, sample, &[])
+}
+
+/// `check MANIFEST [--sample FILE] FLAGS…` with the tests' module cache.
+fn check_with(manifest: &Path, sample: Option<&Path>, flags: &[&str]) -> Output {
     let mut command = tool("check");
-    command.arg(manifest);
+    command.arg(manifest).args(flags);
     if let Some(sample) = sample {
         command.arg("--sample").arg(sample);
     }
@@ -73,6 +78,34 @@ fn assert_trap(output: &Output, plugin: &str, explanation: &str) {
     assert!(!out.contains("is valid"), "{out}");
 }
 
+/// Asserts that `check` failed (exit 1, `not ok` last) on a reconcile error whose message
+/// has `message`, and passes with `--allow-failure`, showing it.
+fn assert_error_fails_unless_allowed(manifest: &Path, sample: &Path, plugin: &str, message: &str) {
+    let (code, out, err) = parts(&check(manifest, Some(sample)));
+    assert_eq!(
+        code, 1,
+        "a reconcile error exits 1\nstdout:\n{out}\nstderr:\n{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "check failed: plugin `{plugin}`'s reconcile returned an error on the sample"
+        )) && err.contains(message)
+            && err.contains("--allow-failure accepts a reconcile error"),
+        "missing {message:?} in:\n{err}"
+    );
+    assert!(
+        out.trim_end().ends_with(&format!(
+            "not ok: plugin `{plugin}`: its reconcile returned an error"
+        )),
+        "{out}"
+    );
+    assert_passed(
+        &check_with(manifest, Some(sample), &["--allow-failure"]),
+        plugin,
+        &format!("(allowed by --allow-failure): {message}"),
+    );
+}
+
 /// Asserts that `check` passed with `line` in its report.
 fn assert_passed(output: &Output, plugin: &str, line: &str) {
     let (code, out, err) = parts(output);
@@ -85,7 +118,7 @@ fn assert_passed(output: &Output, plugin: &str, line: &str) {
 }
 
 #[test]
-fn a_python_return_that_is_not_an_action_fails_check_and_a_raised_error_does_not() {
+fn a_python_return_that_is_not_an_action_fails_check_and_a_raised_error_only_unless_allowed() {
     let module = scripted_component("host/tests/guests/broken-python/build.sh", "broken-python");
     let dir = scratch("check-python");
     let manifest = broken(&dir, "broken-python", &module);
@@ -97,16 +130,16 @@ fn a_python_return_that_is_not_an_action_fails_check_and_a_raised_error_does_not
          requeue_after(seconds) from reconcile_guest",
     );
     let error = sample(&dir, "broken: python", "fault", "error");
-    assert_passed(
-        &check(&manifest, Some(&error)),
+    assert_error_fails_unless_allowed(
+        &manifest,
+        &error,
         "broken-python",
-        "reconcile returned an error, which the host logs and retries with backoff (not a \
-         check failure): RuntimeError: broken-python: asked to fail",
+        "RuntimeError: broken-python: asked to fail",
     );
 }
 
 #[test]
-fn a_javascript_return_that_is_not_an_action_fails_check_and_a_thrown_error_does_not() {
+fn a_javascript_return_that_is_not_an_action_fails_check_and_a_thrown_error_only_unless_allowed() {
     let module = scripted_component("host/tests/guests/broken-js/build.sh", "broken-js");
     let dir = scratch("check-javascript");
     let manifest = broken(&dir, "broken-js", &module);
@@ -119,10 +152,11 @@ fn a_javascript_return_that_is_not_an_action_fails_check_and_a_thrown_error_does
          {tag: 'done'}, {tag: 'requeue'} or {tag: 'requeue-after', val: milliseconds}",
     );
     let error = sample(&dir, "broken: js", "fault", "error");
-    assert_passed(
-        &check(&manifest, Some(&error)),
+    assert_error_fails_unless_allowed(
+        &manifest,
+        &error,
         "broken-js",
-        "(not a check failure): Error: broken-js: asked to fail",
+        "Error: broken-js: asked to fail",
     );
 }
 
@@ -160,7 +194,7 @@ fn a_go_package_that_never_registers_fails_check_naming_guest_register() {
 }
 
 #[test]
-fn a_failed_c_assert_fails_check_with_its_message_and_a_returned_error_does_not() {
+fn a_failed_c_assert_fails_check_with_its_message_and_a_returned_error_only_unless_allowed() {
     let module = scripted_component("host/tests/guests/broken-c/build.sh", "broken-c");
     let dir = scratch("check-c");
     let manifest = broken(&dir, "broken-c", &module);
@@ -177,11 +211,7 @@ fn a_failed_c_assert_fails_check_with_its_message_and_a_returned_error_does_not(
         "| Assertion failed: !broken_invariant && \"broken-c: asked to break an invariant\"",
     );
     let error = sample(&dir, "broken: c", "fault", "error");
-    assert_passed(
-        &check(&manifest, Some(&error)),
-        "broken-c",
-        "(not a check failure): broken-c: asked to fail",
-    );
+    assert_error_fails_unless_allowed(&manifest, &error, "broken-c", "broken-c: asked to fail");
 }
 
 #[test]
@@ -222,10 +252,17 @@ fn a_correct_plugin_passes_check_with_its_own_sample_and_with_the_minimal_one() 
         "exercise  reconcile answered requeue-after 60000 ms; 3 calls recorded (not applied), \
          0 denied",
     );
-    // The minimal Website has no spec: the example answers with a reconcile error, which is
-    // how a reconciler says "not now", not a broken component.
+    // The minimal Website has no spec: the example answers with a reconcile error, which
+    // fails check unless allowed; the report says to pass a sample of one's own.
+    let (code, out, err) = parts(&check(&manifest, None));
+    assert_eq!(code, 1, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(
+        out.contains("sample    example.com/v1 Website default/check-sample")
+            && err.contains("pass --sample FILE with an object it reconciles"),
+        "stdout:\n{out}\nstderr:\n{err}"
+    );
     assert_passed(
-        &check(&manifest, None),
+        &check_with(&manifest, None, &["--allow-failure"]),
         "website",
         "sample    example.com/v1 Website default/check-sample",
     );

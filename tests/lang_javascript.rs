@@ -279,7 +279,13 @@ async fn the_spidermonkey_build_of_the_same_source_loads_and_reconciles() {
     let module = target.join("guests/website-js.wasm");
     let plugin = manifest(&dir, "examples/website-js/plugin.yaml", &module, &[]);
     // Compiles the 12 MB component into the module cache first, so the host below loads it at once.
-    let check = reconcile_host(&["check", plugin.to_str().expect("UTF-8")]);
+    let sample = workspace().join("examples/website-js/samples/website.yaml");
+    let check = reconcile_host(&[
+        "check",
+        plugin.to_str().expect("UTF-8"),
+        "--sample",
+        sample.to_str().expect("UTF-8"),
+    ]);
     let printed = String::from_utf8_lossy(&check.stdout);
     assert!(
         check.status.success(),

@@ -214,7 +214,13 @@ pub fn same_calls_as_the_rust_website(port: &Port) -> Value {
         &component("website"),
         &[],
     );
-    let check = reconcile_host(&["check", twin.to_str().expect("UTF-8")]);
+    let twin_object = workspace().join(port.example).join("samples/website.yaml");
+    let check = reconcile_host(&[
+        "check",
+        twin.to_str().expect("UTF-8"),
+        "--sample",
+        twin_object.to_str().expect("UTF-8"),
+    ]);
     let printed = String::from_utf8_lossy(&check.stdout);
     assert_eq!(check.status.code(), Some(0), "{printed}");
     assert!(
@@ -222,7 +228,6 @@ pub fn same_calls_as_the_rust_website(port: &Port) -> Value {
         "{printed}"
     );
 
-    let twin_object = workspace().join(port.example).join("samples/website.yaml");
     let rust_object = dir.join("rust-website.yaml");
     let sample = format!("hello-{lang}");
     let text = std::fs::read_to_string(&twin_object).expect("sample");

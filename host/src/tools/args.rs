@@ -18,11 +18,17 @@ pub struct CheckArgs {
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
     /// The object `check` calls `reconcile` with once, of the manifest's `for` kind (YAML or
-    /// JSON; `-`: stdin) [default: a minimal object of that kind, named `check-sample`]. Its
-    /// calls are recorded, not applied; a trap fails `check` (exit 1), a reconcile error does
-    /// not.
+    /// JSON; `-`: stdin) [default: the first object of that kind in `samples/` beside the
+    /// manifest, the others there filling the caches; else a minimal object of that kind,
+    /// named `check-sample`]. Its
+    /// calls are recorded, not applied; a reconcile that fails (an error, a denied call, a trap)
+    /// fails `check` (exit 1).
     #[arg(long, value_name = "FILE")]
     pub sample: Option<PathBuf>,
+    /// Pass when the sample reconcile returns an error or makes calls its grants deny (a trap,
+    /// an overrun limit or a component that cannot start still fail).
+    #[arg(long)]
+    pub allow_failure: bool,
 }
 
 /// Arguments of `reconcile`.

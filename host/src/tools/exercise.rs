@@ -1,14 +1,19 @@
 //! `check`'s exercise: one call of the `reconcile` export with a sample object — the
-//! `--sample` file, or a minimal object of the manifest's `for` kind — through the machinery of
+//! `--sample` file, else the first object of the `for` kind in `samples/` beside the manifest,
+//! else a minimal object of the manifest's `for` kind — through the machinery of
 //! `reconcile` (caches holding only the sample, every call recorded, not applied), so a
 //! component that traps fails `check` rather than a cluster, in words that name the fix.
 //!
 //! # Outcomes
-//! - The export answers an action: passed.
-//! - It returns `err(reconcile-error)`: passed, with the message shown — the host logs such an
-//!   error and retries with backoff; it is how a reconciler says "not now".
-//! - It traps, overruns its deadline or memory limit, or cannot start: failed. The explanation
-//!   quotes what the guest wrote (its runtime's or SDK's message) and names the fix.
+//! - The export answers an action and its grants allowed every call: passed.
+//! - It answers, but its grants refused calls: failed, listing each refused call with the grant
+//!   it lacks (`--allow-failure`: passed, the refusals counted).
+//! - It returns `err(reconcile-error)`: failed, with the message rendered line by line
+//!   (`--allow-failure`: passed, with the message shown — the host logs such an error and
+//!   retries with backoff).
+//! - It traps, overruns its deadline or memory limit, or cannot start: failed, whatever the
+//!   flags. The explanation quotes what the guest wrote (its runtime's or SDK's message) and
+//!   names the fix.
 
 use std::fmt::Write as _;
 use std::io::IsTerminal as _;
@@ -24,7 +29,7 @@ use tracing_subscriber::Layer;
 use tracing_subscriber::layer::SubscriberExt as _;
 
 use super::diagnose::explain;
-use super::fixtures::{Fixture, describe, fixture, read_object};
+use super::fixtures::{Fixture, describe, fixture, read_object, samples_beside};
 use super::language::{Language, javascript_names};
 use super::load::Loaded;
 use super::outcome::ActionRecord;
@@ -63,31 +68,66 @@ const CLUSTER_SCOPED: [&str; 16] = [
 
 /// What the exercise found.
 pub(super) enum Verdict {
-    /// The export ran (and answered an action or a reconcile error): lines for stdout.
+    /// The export ran as it should (or failed in a way `--allow-failure` accepts): lines for
+    /// stdout.
     Passed(String),
-    /// It trapped or could not run: the explanation, for stderr.
-    Failed(String),
+    /// It failed: the lines so far for stdout, the explanation for stderr, and the short reason
+    /// for `not ok`.
+    Failed {
+        lines: String,
+        explanation: String,
+        reason: String,
+    },
 }
 
 /// Calls the plugin's `reconcile` once with the object in `sample`, or a minimal object of its
 /// `for` kind.
 ///
+/// Without `sample`, the first object of the `for` kind in the `samples` directory beside the
+/// manifest at `manifest_path` is the sample, and the directory's other objects fill the caches;
+/// without one there, a minimal object.
+///
 /// # Errors
 /// When the sample file is unusable (unreadable, not one object of the `for` kind).
-pub(super) async fn exercise(loaded: &Loaded, sample: Option<&Path>) -> anyhow::Result<Verdict> {
+pub(super) async fn exercise(
+    loaded: &Loaded,
+    manifest_path: &Path,
+    sample: Option<&Path>,
+    allow_failure: bool,
+) -> anyhow::Result<Verdict> {
     let manifest = &loaded.manifest;
-    let (object, origin) = match sample {
-        Some(path) => (
+    let beside = match sample {
+        Some(_) => None,
+        None => samples_beside(manifest_path, manifest)?,
+    };
+    let (object, fixtures, origin) = match (sample, beside) {
+        (Some(path), _) => (
             read_object(path, manifest, "--sample")?,
+            Vec::new(),
             format!("from {}", path.display()),
         ),
-        None => (
+        (None, Some((object, fixtures, dir))) => (
+            object,
+            fixtures,
+            format!(
+                "the first {} in {}; pass --sample FILE for another",
+                describe(&manifest.for_kind),
+                dir.display()
+            ),
+        ),
+        (None, None) => (
             minimal_object(manifest)?,
+            Vec::new(),
             "a minimal object of the `for` kind; pass --sample FILE for one of yours".to_owned(),
         ),
     };
     let subject = format!("{} {}", describe(&object.kind), object.key());
-    let run = Run::new(manifest.clone(), Arc::clone(&loaded.module), object, &[])?;
+    let run = Run::new(
+        manifest.clone(),
+        Arc::clone(&loaded.module),
+        object,
+        &fixtures,
+    )?;
     let guest = GuestText::default();
     let result = run.call(0).with_subscriber(dispatch(guest.clone())).await;
     let mut out = format!("{:<10}{subject} ({origin})\n", "sample");
@@ -106,18 +146,66 @@ pub(super) async fn exercise(loaded: &Loaded, sample: Option<&Path>) -> anyhow::
                 outcome.calls.len(),
                 outcome.denied.len()
             );
-            return Ok(Verdict::Passed(out));
+            if outcome.denied.is_empty() || allow_failure {
+                return Ok(Verdict::Passed(out));
+            }
+            let mut explanation = format!(
+                "check failed: plugin `{}`'s grants refused {} of its calls on the sample \
+                 {subject}; in the host they fail the same way:\n",
+                manifest.name,
+                outcome.denied.len()
+            );
+            for (i, denied) in outcome.denied.iter().enumerate() {
+                let _ = writeln!(explanation, "  {}. {}", i + 1, denied.call.headline());
+                let _ = writeln!(explanation, "     {}", denied.message);
+            }
+            explanation.push_str(
+                "add the grants to the manifest, or pass --allow-failure if the sample is \
+                 meant to be refused\n",
+            );
+            return Ok(Verdict::Failed {
+                lines: out,
+                explanation,
+                reason: format!("{} calls denied", outcome.denied.len()),
+            });
         }
         Err(error) => error,
     };
     if let GuestFailure::Returned(message) = &failure.failure {
-        let _ = writeln!(
-            out,
-            "{:<10}reconcile returned an error, which the host logs and retries with backoff \
-             (not a check failure): {message}",
-            "exercise"
+        let message = message.clone();
+        if allow_failure {
+            let _ = writeln!(
+                out,
+                "{:<10}reconcile returned an error, which the host logs and retries with \
+                 backoff (allowed by --allow-failure): {message}",
+                "exercise"
+            );
+            return Ok(Verdict::Passed(out));
+        }
+        let denied = run.outcome(Err(failure)).denied;
+        let mut explanation = format!(
+            "check failed: plugin `{}`'s reconcile returned an error on the sample {subject}; \
+             the host would log it and retry with backoff:\n{}\n",
+            manifest.name,
+            super::outcome::readable(&message, "    ")
         );
-        return Ok(Verdict::Passed(out));
+        for denied in &denied {
+            let _ = writeln!(
+                explanation,
+                "  denied: {}\n     {}",
+                denied.call.headline(),
+                denied.message
+            );
+        }
+        explanation.push_str(
+            "fix the reconciler, or pass --sample FILE with an object it reconciles; \
+             --allow-failure accepts a reconcile error\n",
+        );
+        return Ok(Verdict::Failed {
+            lines: out,
+            explanation,
+            reason: "its reconcile returned an error".to_owned(),
+        });
     }
     let chain = chain(&failure);
     // What the component's bytes tell about its language, read again only now: scanning an
@@ -130,16 +218,21 @@ pub(super) async fn exercise(loaded: &Loaded, sample: Option<&Path>) -> anyhow::
         Vec::new()
     };
     let explanation = explain(&failure.failure, &chain, &guest.0.lock(), language, &names);
-    Ok(Verdict::Failed(format!(
-        "{out}check failed: plugin `{}`'s reconcile {} on the sample {subject}:\n{explanation}\n\
-         the failure: {chain}\n",
-        manifest.name,
-        match failure.failure {
-            GuestFailure::Trapped(_) => "trapped",
-            GuestFailure::Instantiate(_) => "could not start",
-            _ => "failed",
-        }
-    )))
+    let what = match failure.failure {
+        GuestFailure::Trapped(_) => "trapped",
+        GuestFailure::Instantiate(_) => "could not start",
+        _ => "failed",
+    };
+    Ok(Verdict::Failed {
+        explanation: format!(
+            "{out}check failed: plugin `{}`'s reconcile {what} on the sample {subject}:\n\
+             {explanation}\nthe failure: {}\n",
+            manifest.name,
+            super::outcome::readable(&chain, "    ")
+        ),
+        lines: String::new(),
+        reason: format!("its reconcile {what}"),
+    })
 }
 
 /// `error` with its causes, as `{:#}` prints an `anyhow` chain.

@@ -80,6 +80,47 @@ pub(super) fn read_object(path: &Path, manifest: &Manifest, flag: &str) -> anyho
     Ok(object)
 }
 
+/// The directory of samples beside a manifest.
+pub(super) const SAMPLES_DIR: &str = "samples";
+
+/// From the [`SAMPLES_DIR`] directory beside the manifest at `manifest_path`: its first object of
+/// the manifest's `for` kind (files in name order), the directory's other objects of kinds the
+/// plugin reads or holds a grant for, and the directory; `None` without such a directory or
+/// such an object.
+///
+/// # Errors
+/// When a file there cannot be read or holds an object without `apiVersion`, `kind` or name.
+pub(super) fn samples_beside(
+    manifest_path: &Path,
+    manifest: &Manifest,
+) -> anyhow::Result<Option<(Fixture, Vec<Fixture>, PathBuf)>> {
+    let dir = manifest_path
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join(SAMPLES_DIR);
+    if !dir.is_dir() {
+        return Ok(None);
+    }
+    let mut objects = Vec::new();
+    for file in fixture_files(&dir)? {
+        let text = std::fs::read_to_string(&file)
+            .with_context(|| format!("cannot read the sample file {}", file.display()))?;
+        let source = file.display().to_string();
+        for value in objects_in(&text, &source)? {
+            objects.push(fixture(value, &source)?);
+        }
+    }
+    let Some(first) = objects.iter().position(|o| o.kind == manifest.for_kind) else {
+        return Ok(None);
+    };
+    let object = objects.remove(first);
+    // The kinds it reads or may get: others there (a CRD beside its samples) mean nothing to it.
+    objects.retain(|o| {
+        manifest.reads(&o.kind) || (manifest.grants.iter()).any(|grant| grant.kind == o.kind)
+    });
+    Ok(Some((object, objects, dir)))
+}
+
 /// The files a `--cache` path names: the file itself, or a directory's `*.yaml`, `*.yml` and
 /// `*.json` files, sorted.
 pub(super) fn fixture_files(path: &Path) -> anyhow::Result<Vec<PathBuf>> {

@@ -59,27 +59,46 @@ use report::check_report;
 use run::prepare;
 
 /// Exit code of `reconcile` when the guest failed (returned `err`, trapped, overran a limit),
-/// and of `check` when its sample reconcile trapped, overran a limit or could not start.
+/// and of `check` when its sample reconcile failed (see [`check`]).
 pub const EXIT_GUEST_FAILED: u8 = 1;
 
 /// `check`: loads the manifest and its component as the host would and prints what they
-/// declare, then calls `reconcile` once with a sample object (`--sample`, or a minimal object
-/// of the `for` kind) against in-memory caches, recording its calls; with `--kubeconfig`, also
+/// declare, then calls `reconcile` once with a sample object (`--sample`, else the first of the
+/// `for` kind in `samples/` beside the manifest, else a minimal object of the `for` kind) against in-memory caches, recording its calls; with `--kubeconfig`, also
 /// asks that API server whether it serves every kind the manifest names. Exit 0 when all is
-/// usable, 1 when the sample reconcile traps (or overruns a limit, or the component cannot
-/// start), 2 (with the reason) on any other problem. A reconcile error the guest returns is
-/// not a failure.
+/// usable (last line `ok: …`); 1 when the sample reconcile fails: it returns an error, a call
+/// it makes is denied, it traps, overruns a limit, or the component cannot start; 2 (with the
+/// reason) on any other problem, such as a kind the API server does not serve (last line
+/// `not ok: …` for 1 and for unserved kinds). `--allow-failure` accepts a returned error and
+/// denied calls.
 pub async fn check(args: CheckArgs) -> ExitCode {
     let loaded = match load(&args.manifest, args.module_cache).await {
         Ok(loaded) => loaded,
         Err(error) => return bad_input(&error),
     };
     print!("{}", check_report(&args.manifest, &loaded));
-    match exercise::exercise(&loaded, args.sample.as_deref()).await {
+    let name = &loaded.manifest.name;
+    let not_ok = |reason: &str, code: u8| {
+        println!("not ok: plugin `{name}`: {reason}");
+        ExitCode::from(code)
+    };
+    match exercise::exercise(
+        &loaded,
+        &args.manifest,
+        args.sample.as_deref(),
+        args.allow_failure,
+    )
+    .await
+    {
         Ok(Verdict::Passed(lines)) => print!("{lines}"),
-        Ok(Verdict::Failed(explanation)) => {
+        Ok(Verdict::Failed {
+            lines,
+            explanation,
+            reason,
+        }) => {
+            print!("{lines}");
             eprint!("{explanation}");
-            return ExitCode::from(EXIT_GUEST_FAILED);
+            return not_ok(&reason, EXIT_GUEST_FAILED);
         }
         Err(error) => return bad_input(&error),
     }
@@ -90,12 +109,12 @@ pub async fn check(args: CheckArgs) -> ExitCode {
             }
             Ok(unserved) => {
                 eprint!("{}", served::report(&unserved));
-                return ExitCode::from(EXIT_CONFIG);
+                return not_ok("kinds it names are not served", EXIT_CONFIG);
             }
             Err(error) => return bad_input(&error),
         }
     }
-    println!("ok: plugin `{}` is valid", loaded.manifest.name);
+    println!("ok: plugin `{name}` is valid");
     ExitCode::SUCCESS
 }
 

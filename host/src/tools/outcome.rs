@@ -181,7 +181,8 @@ impl Outcome {
                 let _ = writeln!(out, "action: {action}");
             }
             (None, error) => {
-                let _ = writeln!(out, "failed: {}", error.as_deref().unwrap_or_default());
+                let error = readable(error.as_deref().unwrap_or_default(), "        ");
+                let _ = writeln!(out, "failed: {}", error.trim_start());
             }
         }
         let _ = writeln!(out, "calls: {} (recorded, not applied)", self.calls.len());
@@ -201,4 +202,22 @@ impl Outcome {
         }
         out
     }
+}
+
+/// Guest text as escaped for the host's log (one line, `\n` and `\t` written out) shown line
+/// by line for a person: each escaped newline starts a new line indented by `indent`, and so
+/// does the text's start. Other escapes stay as they are, so nothing the guest wrote reaches the
+/// terminal unescaped.
+#[must_use]
+pub fn readable(text: &str, indent: &str) -> String {
+    let mut out = String::with_capacity(text.len() + indent.len());
+    out.push_str(indent);
+    for (i, line) in text.split("\\n").enumerate() {
+        if i > 0 {
+            out.push('\n');
+            out.push_str(indent);
+        }
+        out.push_str(&line.replace("\\t", "    "));
+    }
+    out
 }

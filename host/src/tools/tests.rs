@@ -150,3 +150,46 @@ fn calls_read_as_verb_kind_key_and_options() {
         json!({"type": "requeue-after", "afterMs": 60000})
     );
 }
+
+#[test]
+fn an_escaped_stack_is_shown_line_by_line_with_other_escapes_kept() {
+    let text = "panic: boom\\ngoroutine 1:\\n\\tmain.go:3\\u{1b}[2J";
+    assert_eq!(
+        readable(text, "  "),
+        "  panic: boom\n  goroutine 1:\n      main.go:3\\u{1b}[2J"
+    );
+}
+
+#[test]
+fn the_samples_beside_a_manifest_give_the_first_for_object_and_the_objects_it_reads() {
+    let dir = std::env::temp_dir().join(format!("samples-beside-{}", std::process::id()));
+    let samples = dir.join(SAMPLES_DIR);
+    std::fs::create_dir_all(&samples).unwrap();
+    let website = |name: &str| {
+        format!(
+            "apiVersion: example.com/v1\nkind: Website\nmetadata: {{name: {name}, namespace: default}}\n"
+        )
+    };
+    std::fs::write(samples.join("a-crd.yaml"), "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: websites.example.com}\n").unwrap();
+    std::fs::write(
+        samples.join("b.yaml"),
+        format!("{}---\n{}", website("first"), website("second")),
+    )
+    .unwrap();
+    std::fs::write(samples.join("c.json"), r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d","namespace":"default"}}"#).unwrap();
+    let manifest_path = dir.join("plugin.yaml");
+    let (object, others, found) = samples_beside(&manifest_path, &manifest())
+        .unwrap()
+        .expect("a sample");
+    assert_eq!(object.name, "first");
+    assert_eq!(found, samples);
+    let names: Vec<&str> = others.iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(names, ["second", "d"], "the CRD is not the plugin's");
+    std::fs::remove_dir_all(&samples).unwrap();
+    assert!(
+        samples_beside(&manifest_path, &manifest())
+            .unwrap()
+            .is_none()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
