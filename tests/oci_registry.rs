@@ -280,12 +280,24 @@ fn plain_http_is_used_only_for_registries_listed_as_insecure() {
     let dir = scratch("oci-insecure");
     let registry = Registry::start(&dir.join("registry"));
     let reference = format!("{}/plugins/noop:v1", registry.host());
-    let refused = push(&component("noop"), &reference, &[]);
+    // The registry is asked first: refused, nothing was compiled into the module cache.
+    let modules = dir.join("modules");
+    let refused = push(
+        &component("noop"),
+        &reference,
+        &["--module-cache", path_str(&modules)],
+    );
     assert!(!refused.ok);
     assert!(
         refused.stderr.contains("`oci.insecureRegistries`"),
         "{}",
         refused.stderr
+    );
+    let compiled = |dir: &Path| std::fs::read_dir(dir).map_or(0, Iterator::count);
+    assert_eq!(
+        compiled(&modules),
+        0,
+        "compiled before the registry answered"
     );
     let error = pull(&reference, &dir.join("cache"), &[]).unwrap_err();
     assert!(error.contains("`oci.insecureRegistries`"), "{error}");
@@ -299,8 +311,15 @@ fn plain_http_is_used_only_for_registries_listed_as_insecure() {
     pushed(
         &component("noop"),
         &reference,
-        &["--config", path_str(&config)],
+        &[
+            "--config",
+            path_str(&config),
+            "--module-cache",
+            path_str(&modules),
+        ],
     );
+    // Compiled into the module cache given, where `check` and a host find it.
+    assert!(compiled(&modules) > 0, "push left no compiled module");
     pull(
         &reference,
         &dir.join("cache"),
@@ -315,8 +334,14 @@ fn a_registry_with_htpasswd_auth_refuses_without_credentials_and_accepts_a_docke
     let registry = Registry::start_with(&dir.join("registry"), Some(("robot", "s3cret:pass")));
     let host = registry.host();
     let reference = format!("{host}/plugins/noop:v1");
-    let refused = push(&component("noop"), &reference, &["--insecure"]);
+    let modules = dir.join("modules");
+    let refused = push(
+        &component("noop"),
+        &reference,
+        &["--insecure", "--module-cache", path_str(&modules)],
+    );
     assert!(!refused.ok);
+    assert!(!modules.exists(), "compiled before the registry refused");
     assert!(
         refused.stderr.contains(&format!(
             "registry {host} refused {reference} without valid credentials"

@@ -10,8 +10,9 @@ use std::time::Instant;
 use anyhow::Context as _;
 use clap::Args;
 use http::HeaderValue;
-use oci_client::Reference;
+use oci_client::errors::OciDistributionError;
 use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest};
+use oci_client::{Reference, RegistryOperation};
 use sha2::{Digest as _, Sha256};
 
 use super::{
@@ -46,6 +47,11 @@ pub struct PushArgs {
     /// Where: `<registry>/<repository>:<tag>`.
     #[arg(value_name = "REFERENCE")]
     pub reference: String,
+    /// Directory for compiled plugin modules, as `check` and `run` use it (overrides the
+    /// configuration's `moduleCache`), so a host or `check` on this machine finds the component
+    /// compiled [default: as `run`].
+    #[arg(long, env = "RECONCILE_HOST_MODULE_CACHE", value_name = "DIR")]
+    pub module_cache: Option<PathBuf>,
     /// Registry settings.
     #[command(flatten)]
     pub registry: RegistryArgs,
@@ -137,12 +143,17 @@ pub async fn pull(args: PullArgs) -> ExitCode {
 
 /// Runs `push` with its flags applied to the host configuration.
 async fn publish(args: &PushArgs) -> anyhow::Result<String> {
-    let config = args.registry.resolve(&args.reference)?;
+    let mut config = args.registry.resolve(&args.reference)?;
+    if let Some(dir) = &args.module_cache {
+        config.module_cache = Some(dir.clone());
+    }
     publish_component(&config, &args.component, &args.reference).await
 }
 
-/// Checks `component`, builds the CNCF layout and pushes it to `target`
-/// (`<registry>/<repository>:<tag>`) with `config`'s registry settings; the digest reference.
+/// Contacts the registry of `target` (`<registry>/<repository>:<tag>`) with `config`'s registry
+/// settings, so that a wrong address, refused credentials or a plain-HTTP registry without
+/// `--insecure` fail at once; then checks `component` (compiling it into `config`'s module
+/// cache), builds the CNCF layout and pushes it; the digest reference.
 ///
 /// # Errors
 /// When the reference is not a tag reference, the component is not a reconciler or the
@@ -162,15 +173,29 @@ pub async fn publish_component(
         );
     }
     let bytes = read_component(component)?;
-    let (config_json, layer_digest) = component_config(component, &bytes, config).await?;
     let oci = &config.oci;
     // The store is unused by a push; any directory will do.
     let registry = Registry::new(oci, std::env::temp_dir())?;
     let registry_name = reference.resolve_registry().to_owned();
     let auth = registry.credentials().for_registry(&registry_name);
     let client = registry.client().await?;
-    client.store_auth_if_needed(&registry_name, &auth).await;
     let failed = |what, error| OciError::from_client(&registry_name, target, what, error);
+    // The registry first: its answer takes a second, compiling a large component a minute.
+    client
+        .auth(&reference, &auth, RegistryOperation::Push)
+        .await
+        .map_err(|error| failed("push authorization", error))?;
+    // A registry that takes Basic credentials says whether they are good only on a request for
+    // the repository; the tag not being there yet is what a first push finds.
+    if let Err(
+        error @ (OciDistributionError::UnauthorizedError { .. }
+        | OciDistributionError::AuthenticationFailure(_)
+        | OciDistributionError::RequestError(_)),
+    ) = client.fetch_manifest_digest(&reference, &auth).await
+    {
+        return Err(failed("push authorization", error).into());
+    }
+    let (config_json, layer_digest) = component_config(component, &bytes, config).await?;
     let config_digest = format!("sha256:{}", hex_encode(Sha256::digest(&config_json)));
     let layer = OciDescriptor {
         media_type: CNCF_LAYER_MEDIA_TYPE.to_owned(),
