@@ -569,8 +569,9 @@ async fn check_with_a_kubeconfig_names_every_kind_the_api_server_does_not_serve(
     assert_eq!(output.status.code(), Some(2), "{err}");
     assert!(
         err.contains(
-            "kind example.com/v1/Website (in `for`) is not served by the API server; check the \
-             apiVersion's spelling, or install its CustomResourceDefinition"
+            "kind example.com/v1/Website (in `for`) is not served by the API server; it serves \
+             no apiVersion example.com/v1: check the apiVersion's spelling, or install the \
+             CustomResourceDefinition of Website"
         ),
         "{err}"
     );
@@ -581,6 +582,31 @@ async fn check_with_a_kubeconfig_names_every_kind_the_api_server_does_not_serve(
             .ends_with("not ok: plugin `website`: kinds it names are not served"),
         "{}",
         stdout(&output)
+    );
+    // A kind of the wrong case: the served one is named.
+    let misspelled = manifest(
+        &dir,
+        "host/tests/guests/testbed/plugin.yaml",
+        &component("testbed"),
+        &[("for", "{apiVersion: v1, kind: Configmap}")],
+    );
+    let output = host(
+        &[
+            "check",
+            path(&misspelled),
+            "--kubeconfig",
+            path(&kubeconfig),
+        ],
+        None,
+    );
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "kind v1/Configmap (in `for`) is not served by the API server; it serves v1 \
+             ConfigMap: did you mean `kind: ConfigMap`?"
+        ),
+        "{err}"
     );
     // Without --kubeconfig, check needs no cluster and passes.
     let output = host(&["check", path(&website), "--sample", &sample], None);

@@ -23,6 +23,7 @@ pub mod rbac;
 pub mod runtime;
 pub mod serve;
 pub mod shard;
+pub mod spelling;
 pub mod telemetry;
 pub mod tenant;
 pub mod tools;

@@ -140,7 +140,7 @@ impl Manifest {
             })?;
         let parse_error = |message: String| ManifestError::Parse {
             path: path.to_owned(),
-            message: abbreviated(&message),
+            message: abbreviated(&crate::spelling::with_suggestion(&message)),
         };
         let object: ReconcilerPlugin =
             serde_yaml_ng::from_str(&text).map_err(|e| parse_error(e.to_string()))?;
@@ -168,7 +168,7 @@ impl Manifest {
         let text = if text.trim().is_empty() { "{}" } else { text };
         let raw: RawManifest = serde_yaml_ng::from_str(text).map_err(|e| ManifestError::Parse {
             path: path.to_owned(),
-            message: abbreviated(&e.to_string()),
+            message: abbreviated(&crate::spelling::with_suggestion(&e.to_string())),
         })?;
         raw.validate(base_dir)
             .map_err(|Problem { field, problem }| ManifestError::Invalid {

@@ -2,7 +2,8 @@
 //! the guest wrote while it ran (its own runtime's message, where the build lets it through)
 //! and the language its component was written in.
 
-use super::language::{Language, closest};
+use super::language::Language;
+use crate::spelling::closest;
 use crate::wasm::invoke::GuestFailure;
 
 /// The export every reconciler has.

@@ -68,33 +68,6 @@ pub(super) fn javascript_names(bytes: &[u8]) -> Vec<String> {
     names
 }
 
-/// The name in `names` closest to `wanted` by edit distance, if it is a plausible misspelling
-/// (at most a third of `wanted`'s letters differ).
-pub(super) fn closest<'a>(wanted: &str, names: &'a [String]) -> Option<&'a str> {
-    names
-        .iter()
-        .map(|name| (distance(wanted, name), name))
-        .filter(|(d, _)| *d > 0 && *d <= wanted.len().div_ceil(3))
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, name)| name.as_str())
-}
-
-/// Levenshtein distance (a change of case counts as a change).
-fn distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut current = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let substitute = previous[j] + usize::from(ca != cb);
-            current.push(substitute.min(previous[j + 1] + 1).min(current[j] + 1));
-        }
-        previous = current;
-    }
-    previous[b.len()]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,16 +79,5 @@ mod tests {
         assert_eq!(javascript_names(bytes), ["reconcle", "later", "helper"]);
         assert_eq!(Language::detect(b"..QuickJS.."), Language::JavaScript);
         assert_eq!(Language::detect(b"nothing known"), Language::Other);
-    }
-
-    #[test]
-    fn a_misspelled_name_is_found_and_an_unrelated_one_is_not() {
-        let names = vec!["reconcle".to_owned(), "main".to_owned()];
-        assert_eq!(closest("reconcile", &names), Some("reconcle"));
-        assert_eq!(closest("reconcile", &["render".to_owned()]), None);
-        assert_eq!(
-            closest("reconcile", &["Reconcile".to_owned()]),
-            Some("Reconcile")
-        );
     }
 }

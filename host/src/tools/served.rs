@@ -22,6 +22,19 @@ pub(super) struct Named {
     pub kind: KindRef,
     /// `for`, `owns`, `cache` or `grants`.
     pub field: &'static str,
+    /// When not served: what the API server serves instead (filled in by [`unserved_kinds`]).
+    pub instead: Option<Instead>,
+}
+
+/// What an API server serves where a kind is not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Instead {
+    /// Nothing under the kind's apiVersion.
+    NoSuchApiVersion,
+    /// The apiVersion, with this kind of a likely spelling (`Configmap` → `ConfigMap`).
+    Kind(String),
+    /// The apiVersion, with no kind spelled like it.
+    OtherKinds,
 }
 
 /// Every kind `manifest` names, once each, with the first field that names it.
@@ -36,6 +49,7 @@ pub(super) fn named_kinds(manifest: &Manifest) -> Vec<Named> {
             named.push(Named {
                 kind: kind.clone(),
                 field,
+                instead: None,
             });
         }
     }
@@ -62,10 +76,10 @@ pub(super) async fn unserved_kinds(path: &Path, manifest: &Manifest) -> anyhow::
             .split_once('/')
             .unwrap_or(("", named.kind.api_version.as_str()));
         let gvk = GroupVersionKind::gvk(group, version, &named.kind.kind);
-        match discovery::pinned_kind(&client, &gvk).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => unserved.push(named),
-            Err(kube::Error::Discovery(_)) => unserved.push(named),
+        let missing = match discovery::pinned_kind(&client, &gvk).await {
+            Ok(_) => false,
+            Err(kube::Error::Api(status)) if status.code == 404 => true,
+            Err(kube::Error::Discovery(_)) => true,
             Err(error) => {
                 return Err(error).with_context(|| {
                     format!(
@@ -75,9 +89,35 @@ pub(super) async fn unserved_kinds(path: &Path, manifest: &Manifest) -> anyhow::
                     )
                 });
             }
+        };
+        if missing {
+            let kinds = served_kinds(&client, group, version).await;
+            let instead = match kinds {
+                None => Instead::NoSuchApiVersion,
+                Some(kinds) => crate::spelling::closest(&named.kind.kind, &kinds)
+                    .map_or(Instead::OtherKinds, |kind| Instead::Kind(kind.to_owned())),
+            };
+            unserved.push(Named {
+                instead: Some(instead),
+                ..named
+            });
         }
     }
     Ok(unserved)
+}
+
+/// The kinds the API server serves under `group`/`version`; `None` when it serves no such
+/// apiVersion.
+async fn served_kinds(client: &kube::Client, group: &str, version: &str) -> Option<Vec<String>> {
+    let list = if group.is_empty() {
+        client.list_core_api_resources(version).await
+    } else {
+        (client)
+            .list_api_group_resources(&format!("{group}/{version}"))
+            .await
+    };
+    let resources = list.ok()?.resources;
+    Some(resources.into_iter().map(|r| r.kind).collect())
 }
 
 /// The lines `check` prints for `unserved` kinds.
@@ -85,10 +125,22 @@ pub(super) fn report(unserved: &[Named]) -> String {
     unserved
         .iter()
         .map(|n| {
+            let KindRef { api_version, kind } = &n.kind;
+            let fix = match &n.instead {
+                Some(Instead::Kind(likely)) => {
+                    format!("it serves {api_version} {likely}: did you mean `kind: {likely}`?")
+                }
+                Some(Instead::NoSuchApiVersion) => format!(
+                    "it serves no apiVersion {api_version}: check the apiVersion's spelling, or \
+                     install the CustomResourceDefinition of {kind}"
+                ),
+                Some(Instead::OtherKinds) | None => {
+                    "check the kind's spelling, or install its CustomResourceDefinition".to_owned()
+                }
+            };
             format!(
-                "kind {}/{} (in `{}`) is not served by the API server; check the apiVersion's \
-                 spelling, or install its CustomResourceDefinition\n",
-                n.kind.api_version, n.kind.kind, n.field
+                "kind {api_version}/{kind} (in `{}`) is not served by the API server; {fix}\n",
+                n.field
             )
         })
         .collect()
