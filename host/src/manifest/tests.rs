@@ -324,7 +324,10 @@ fn unknown_fields_are_refused_listing_the_allowed_ones() {
     let error = parse(&format!("{MINIMAL}concurency: 2\n"))
         .unwrap_err()
         .to_string();
-    assert!(error.contains("unknown field `concurency`"), "{error}");
+    assert!(
+        error.contains("unknown field `concurency` (did you mean `concurrency`?)"),
+        "{error}"
+    );
     assert!(
         error.contains("`concurrency`") && error.contains("`grants`"),
         "{error}"
@@ -335,8 +338,8 @@ fn unknown_fields_are_refused_listing_the_allowed_ones() {
         .to_string();
     assert!(
         error.contains(
-            "limits: unknown field `memry`, expected one of `deadline`, `memory`, \
-                 `minRequeueAfter`, `logLinesPerSecond`"
+            "limits: unknown field `memry` (did you mean `memory`?), expected one of \
+                 `deadline`, `memory`, `minRequeueAfter`, `logLinesPerSecond`"
         ),
         "{error}"
     );
