@@ -22,6 +22,7 @@ mod lang_javascript;
 mod lang_python;
 mod leader_fencing;
 mod namespaced_plugins;
+mod new_plugin;
 mod oci_registry;
 mod plugin_admission;
 mod plugin_fetches;

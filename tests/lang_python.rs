@@ -189,7 +189,8 @@ fn python_unit_tests_of_the_replicator_pass() {
     replicator();
     let example = workspace().join("examples/configmap-replicator-python");
     let bindings = target_dir().join("guests/configmap-replicator-python/bindings");
-    let path = std::env::join_paths([example.join("src"), example.join("tests"), bindings])
+    let sdk = workspace().join("guest-sdk/python");
+    let path = std::env::join_paths([example.join("src"), sdk, example.join("tests"), bindings])
         .expect("a PYTHONPATH");
     let out = Command::new(workspace().join(".toolchains/python/bin/python"))
         .args(["-B", "-m", "unittest", "discover", "-s", "tests"])

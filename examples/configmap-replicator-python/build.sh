@@ -39,7 +39,7 @@ inputs=$(
   cd "$repo"
   "$tool" --version
   echo "WASI=$WASI"
-  find wit examples/$name/src -type f \( -name '*.wit' -o -name '*.py' \) -print0 | sort -z \
+  find wit examples/$name/src guest-sdk/python/reconcile_guest -type f \( -name '*.wit' -o -name '*.py' \) -print0 | sort -z \
     | xargs -0 sha256sum
 )
 stamp=$(sha256sum <<<"$inputs" | cut -d' ' -f1)
@@ -61,9 +61,9 @@ echo "== componentize-py (WASI=$WASI): $here/src/replicator.py -> $out"
 start=$(date +%s)
 rm -f "$out.stamp"
 "$tool" -q -d "$repo/wit" -w reconciler componentize "${flags[@]+"${flags[@]}"}" \
-  -p "$here/src" replicator -o "$out.tmp"
+  -p "$here/src" -p "$repo/guest-sdk/python" replicator -o "$out.tmp"
 mv "$out.tmp" "$out"
 # Pre-initialisation imports the sources and leaves CPython 3.14 bytecode next to them.
-find "$here/src" -name __pycache__ -type d -prune -exec rm -rf {} +
+find "$here/src" "$repo/guest-sdk/python" -name __pycache__ -type d -prune -exec rm -rf {} +
 echo "$stamp" >"$out.stamp"
 echo "== built $out ($(du -h "$out" | cut -f1), $(($(date +%s) - start)) s)"

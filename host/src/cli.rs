@@ -32,10 +32,14 @@ pub enum Command {
     /// Run the host on an embedded in-memory API server with the example plugins loaded and
     /// their samples applied: no cluster needed. Build the examples first (`make dev` does both).
     Dev(crate::dev::DevArgs),
+    /// Start a plugin of your own: write a project (a reconciler, its manifest, a unit test
+    /// against a fake host, scripts to test, build and ship it, the SDK and the WIT) into a new
+    /// directory, outside any checkout of the host.
+    New(crate::scaffold::NewArgs),
     /// Check a plugin manifest and its component against the `reconciler` world: prints the
     /// module's digest, the imports it uses and the grants it has, then calls `reconcile` once
     /// with a sample object (no cluster; calls recorded, not applied). Exits 1 when that call
-    /// traps, naming the fix; 2 on any other problem.
+    /// fails (an error, a denied call, a trap), naming the fix; 2 on any other problem.
     Check(crate::tools::CheckArgs),
     /// Run one reconcile locally, with no cluster: the object and the cache come from files,
     /// the guest's API calls are recorded and printed, not applied. Exits 0 when the reconcile
@@ -225,6 +229,7 @@ pub async fn main(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Rbac(args) => crate::rbac::rbac(*args).await,
         Command::Crd => print_crd(),
+        Command::New(args) => crate::scaffold::new(&args),
         Command::Push(args) => crate::delivery::oci::push::push(args).await,
         Command::Pull(args) => crate::delivery::oci::push::pull(args).await,
         Command::Run(args) => {

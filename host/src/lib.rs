@@ -21,6 +21,7 @@ pub mod manifest;
 pub mod queue;
 pub mod rbac;
 pub mod runtime;
+pub mod scaffold;
 pub mod serve;
 pub mod shard;
 pub mod spelling;

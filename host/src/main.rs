@@ -13,7 +13,7 @@ fn default_filter(cli: &Cli) -> &'static str {
     match cli.command {
         Command::Dev(_) => "info,reconcile_host::controller=debug",
         Command::Run(_) => "info",
-        Command::Check(_) | Command::Rbac(_) | Command::Crd => "warn",
+        Command::Check(_) | Command::Rbac(_) | Command::Crd | Command::New(_) => "warn",
         Command::Push(_) | Command::Pull(_) => "warn",
         Command::Reconcile(_) | Command::Replay(_) => "info",
     }

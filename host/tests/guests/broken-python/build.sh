@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the broken-python test guest to ${CARGO_TARGET_DIR:-<repo>/target}/guests/broken-python.wasm
 # with the pinned componentize-py (installed by examples/configmap-replicator-python/toolchain.sh
-# if missing) and the Python SDK, reconcile_guest, from that example's src/. Skips the build
+# if missing) and the Python SDK, reconcile_guest, from guest-sdk/python. Skips the build
 # when nothing changed. Works from any directory.
 set -euo pipefail
 
@@ -10,7 +10,7 @@ repo=$(cd "$here/../../../.." && pwd)
 target=${CARGO_TARGET_DIR:-$repo/target}
 name=broken-python
 out=$target/guests/$name.wasm
-sdk=$repo/examples/configmap-replicator-python/src
+sdk=$repo/guest-sdk/python
 
 tool=$("$repo/examples/configmap-replicator-python/toolchain.sh")
 mkdir -p "$target/guests"
