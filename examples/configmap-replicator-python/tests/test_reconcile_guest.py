@@ -209,14 +209,17 @@ class Export(unittest.TestCase):
             export_reconciler(failing)().reconcile(request())
         self.assertTrue(raised.exception.value.message.startswith("KeyError: 'spec'"))
 
-    def test_a_return_that_is_not_an_action_names_the_type_the_function_and_the_fix(self):
+    def test_a_return_that_is_not_an_action_names_the_type_the_return_and_the_fix(self):
         def reconcile(request):
+            if request.object is None:
+                return done()
             return "done"
 
+        line = reconcile.__code__.co_firstlineno + 3
         with self.assertRaises(TypeError) as raised:
             export_reconciler(reconcile)().reconcile(request())
         message = str(raised.exception)
-        self.assertIn("reconcile (", message)
+        self.assertIn(f"reconcile ({__file__} line {line}, its `return`)", message)
         self.assertIn(
             "returned str ('done') where an Action was expected; return done(), requeue() or "
             "requeue_after(seconds) from reconcile_guest",

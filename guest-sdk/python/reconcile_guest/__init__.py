@@ -132,6 +132,31 @@ class Request:
 _ACTIONS = (wit.Action_Done, wit.Action_Requeue, wit.Action_RequeueAfter)
 
 
+def _return_lines(code: Any, returned: object) -> list[int]:
+    """The lines of `code`'s `return` statements that return the constant `returned`; if none
+    does (a computed value), the lines of all its `return` statements."""
+    import dis  # only when a reconciler returned something that is not an action
+
+    matching: list[int] = []
+    every: list[int] = []
+    previous = None
+    for instruction in dis.get_instructions(code):
+        line = instruction.positions.lineno if instruction.positions else None
+        if instruction.opname in ("RETURN_VALUE", "RETURN_CONST") and line is not None:
+            every.append(line)
+            constant = (
+                instruction.argval
+                if instruction.opname == "RETURN_CONST"
+                else previous.argval
+                if previous is not None and previous.opname.startswith("LOAD_CONST")
+                else None
+            )
+            if constant is not None and type(constant) is type(returned) and constant == returned:
+                matching.append(line)
+        previous = instruction
+    return sorted(set(matching or every))
+
+
 def export_reconciler(reconcile: Callable[[Request], Action]) -> type:
     """The class componentize-py exports for the `reconciler` world: assign it to `WitWorld`
     in the app module (`WitWorld = export_reconciler(reconcile)`).
@@ -155,12 +180,19 @@ def export_reconciler(reconcile: Callable[[Request], Action]) -> type:
             "`def reconcile(request): ...`"
         )
     code = getattr(reconcile, "__code__", None)
-    where = (
-        f"{getattr(reconcile, '__qualname__', 'reconcile')} ({code.co_filename} line "
-        f"{code.co_firstlineno})"
-        if code is not None
-        else repr(reconcile)
-    )
+    qualname = getattr(reconcile, "__qualname__", "reconcile")
+
+    def where(returned: object) -> str:
+        """The function, its file, and the line of the `return` that gave `returned`."""
+        if code is None:
+            return repr(reconcile)
+        lines = _return_lines(code, returned)
+        if len(lines) == 1:
+            return f"{qualname} ({code.co_filename} line {lines[0]}, its `return`)"
+        if lines:
+            listed = ", ".join(map(str, lines))
+            return f"{qualname} ({code.co_filename}, a `return` on line {listed})"
+        return f"{qualname} ({code.co_filename} line {code.co_firstlineno})"
 
     class WitWorld:
         def reconcile(self, request: wit.Request) -> Action:
@@ -175,7 +207,7 @@ def export_reconciler(reconcile: Callable[[Request], Action]) -> type:
                 sys.stderr.flush()
             if not isinstance(action, _ACTIONS):
                 message = (
-                    f"{where} returned {type(action).__name__} ({action!r:.60}) where an Action "
+                    f"{where(action)} returned {type(action).__name__} ({action!r:.60}) where an Action "
                     "was expected; return done(), requeue() or requeue_after(seconds) from "
                     "reconcile_guest"
                 )
