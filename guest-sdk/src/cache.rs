@@ -3,9 +3,9 @@
 
 use serde::de::DeserializeOwned;
 
-use crate::bindings::kube::reconcile::cache as host;
 use crate::bindings::kube::reconcile::types::Kind;
 use crate::error::{Context, Error};
+use crate::host::cache as host;
 
 /// The cached object `name` of `kind` in `namespace` (`None` for cluster-scoped kinds), parsed
 /// as `T`; `None` if the cache does not hold it.

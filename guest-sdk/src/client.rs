@@ -13,10 +13,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::bindings::kube::reconcile::client as host;
 use crate::bindings::kube::reconcile::client::PatchBody;
 use crate::bindings::kube::reconcile::types::{CallError, ObjectRef};
 use crate::error::{Context, Error};
+use crate::host::client as host;
 
 /// Server-side applies `object` with `force` (taking over fields other managers own, as
 /// controllers usually do) and returns the object as stored, parsed as the same type.

@@ -2,9 +2,9 @@
 //! plugin reads or has grants for, in namespaces its grants cover (or with a grant to create
 //! `events.k8s.io/v1` Events).
 
-use crate::bindings::kube::reconcile::events as host;
 use crate::bindings::kube::reconcile::types::ObjectRef;
 use crate::error::{Context, Error};
+use crate::host::events as host;
 
 pub use crate::bindings::kube::reconcile::events::EventType;
 

@@ -31,9 +31,10 @@
 //! family of macros). [`finalizer()`] runs cleanup before an object goes away. The raw generated
 //! bindings are in [`bindings`] for reconcilers that want no layer at all.
 //!
-//! Every function that calls the host works only inside a component run by the host; natively
-//! (in unit tests) the imports panic. The pure parts — [`Request`] access, [`Action`]
-//! constructors, [`Error`], [`ObjectRef`], [`finalizer::plan`] — work anywhere.
+//! Every function that calls the host works inside a component run by the host; natively (in
+//! unit tests) it goes to the [`testing::FakeHost`] installed on the thread, and panics without
+//! one. The pure parts — [`Request`] access, [`Action`] constructors, [`Error`], [`ObjectRef`],
+//! [`finalizer::plan`] — work anywhere.
 
 mod action;
 pub mod cache;
@@ -41,9 +42,12 @@ pub mod client;
 mod error;
 pub mod events;
 pub mod finalizer;
+mod host;
 pub mod log;
 mod object;
 mod request;
+#[cfg(not(target_family = "wasm"))]
+pub mod testing;
 
 /// The bindings `wit-bindgen` generates from `wit/reconcile.wit` (world `reconciler`).
 ///

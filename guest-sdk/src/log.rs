@@ -4,7 +4,7 @@
 //! [`warn!`](crate::warn) and [`error!`](crate::error), which take `format!` arguments. A
 //! guest's stdout and stderr reach the same log, at info and warn.
 
-use crate::bindings::kube::reconcile::log as host;
+use crate::host::log as host;
 
 pub use crate::bindings::kube::reconcile::log::Level;
 
