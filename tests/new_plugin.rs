@@ -26,17 +26,36 @@ fn host_bin(dir: &Path) -> PathBuf {
     bin
 }
 
-/// `program args` in `dir` with `PATH` = the host's directory, then the system's (Debian's
-/// python3; no cargo, go or node), the tests' module cache and `env`; fails the test unless it
-/// exits 0; its output.
-fn run(dir: &Path, bin: &Path, program: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+/// What a language's project needs besides the host: directories for `PATH` before the
+/// system's (Debian's python3; no cargo, go or node) and variables.
+#[derive(Clone, Default)]
+struct Toolchain {
+    path: Vec<PathBuf>,
+    env: Vec<(String, String)>,
+}
+
+/// `program args` in `dir` with `PATH` = the host's directory, the toolchain's, then the
+/// system's, the tests' module cache, the toolchain's variables and `env`; fails the test unless
+/// it exits 0; its output.
+fn run(
+    dir: &Path,
+    bin: &Path,
+    toolchain: &Toolchain,
+    program: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Output {
+    let mut path: Vec<PathBuf> = vec![bin.to_owned()];
+    path.extend(toolchain.path.iter().cloned());
+    path.extend(["/usr/bin", "/bin"].map(PathBuf::from));
     let output = Command::new(program)
         .args(args)
         .current_dir(dir)
         .env_clear()
-        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("PATH", std::env::join_paths(path).expect("a PATH"))
         .env("HOME", dir)
         .env("RECONCILE_HOST_MODULE_CACHE", module_cache())
+        .envs(toolchain.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .envs(env.iter().copied())
         .output()
         .unwrap_or_else(|error| panic!("{program} runs: {error}"));
@@ -61,39 +80,80 @@ fn componentize_py() -> String {
         .to_owned()
 }
 
+/// The Python toolchain: the pinned componentize-py, which a project's `build.sh` takes through
+/// `COMPONENTIZE_PY` instead of installing its own.
+fn python() -> Toolchain {
+    Toolchain {
+        path: Vec::new(),
+        env: vec![("COMPONENTIZE_PY".to_owned(), componentize_py())],
+    }
+}
+
+/// The Rust toolchain: cargo and rustup from `CARGO_HOME` (default `~/.cargo`), and a target
+/// directory kept between runs, so only the first run compiles the dependencies.
+fn rust() -> Toolchain {
+    let home = std::env::var("HOME").expect("HOME");
+    let cargo_home = std::env::var("CARGO_HOME").unwrap_or_else(|_| format!("{home}/.cargo"));
+    let mut env = vec![
+        ("CARGO_HOME".to_owned(), cargo_home.clone()),
+        (
+            "CARGO_TARGET_DIR".to_owned(),
+            crate::common::host::target_dir()
+                .join("new-plugin-rust")
+                .display()
+                .to_string(),
+        ),
+    ];
+    let rustup_home = std::env::var("RUSTUP_HOME").unwrap_or_else(|_| format!("{home}/.rustup"));
+    env.push(("RUSTUP_HOME".to_owned(), rustup_home));
+    Toolchain {
+        path: vec![PathBuf::from(cargo_home).join("bin")],
+        env,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_python_plugin_is_tested_built_checked_shipped_and_reconciles_from_an_empty_dir() {
+    from_new_to_reconciled("python", "demo-py", &python(), "Ran 3 tests").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_rust_plugin_is_tested_built_checked_shipped_and_reconciles_from_an_empty_dir() {
+    from_new_to_reconciled("rust", "demo-rs", &rust(), "test result: ok. 3 passed").await;
+}
+
+/// `new NAME --lang LANG` in an empty directory, then its README's commands: `test.sh` (whose
+/// output has `tested`: the unit tests ran), one `reconcile` of the sample, `ship.sh` to a real
+/// registry with kubectl apply, Ready in a host, and the sample ConfigMap marked, with its Event
+/// in `kubectl describe`.
+async fn from_new_to_reconciled(lang: &str, name: &str, toolchain: &Toolchain, tested: &str) {
     let backend = Backend::start(Config::default())
         .await
         .expect("API server starts");
-    let dir = scratch("new-python");
+    let dir = scratch(&format!("new-{lang}"));
     let bin = host_bin(&dir);
-    let tool = componentize_py();
-    let with_tool = [("COMPONENTIZE_PY", tool.as_str())];
     let started = Instant::now();
 
     // new, then the README's first command: unit tests, build, check.
-    run(
-        &dir,
-        &bin,
-        "reconcile-host",
-        &["new", "demo", "--lang", "python"],
-        &[],
-    );
-    let project = dir.join("demo");
-    let tested = run(&project, &bin, "./test.sh", &[], &with_tool);
-    let out = String::from_utf8_lossy(&tested.stdout);
-    let err = String::from_utf8_lossy(&tested.stderr);
-    assert!(err.contains("Ran 3 tests") && err.contains("\nOK"), "{err}");
+    let none = Toolchain::default();
+    let new = ["new", name, "--lang", lang];
+    run(&dir, &bin, &none, "reconcile-host", &new, &[]);
+    let project = dir.join(name);
+    let output = run(&project, &bin, toolchain, "./test.sh", &[], &[]);
+    let out = String::from_utf8_lossy(&output.stdout);
+    let err = String::from_utf8_lossy(&output.stderr);
     assert!(
-        out.trim_end().ends_with("ok: plugin `demo` is valid"),
-        "{out}"
+        out.contains(tested) || err.contains(tested),
+        "no {tested:?} in:\n{out}\n{err}"
     );
+    let valid = format!("ok: plugin `{name}` is valid");
+    assert!(out.trim_end().ends_with(&valid), "{out}");
 
     // One reconcile of the sample: a patch of its annotation and an Event.
     let reconciled = run(
         &project,
         &bin,
+        &none,
         "reconcile-host",
         &[
             "reconcile",
@@ -115,17 +175,12 @@ async fn a_new_python_plugin_is_tested_built_checked_shipped_and_reconciles_from
 
     // Shipped: pushed to a real registry, declared with kubectl, served by a host.
     let registry = Registry::start(&dir.join("registry"));
-    let reference = format!("{}/plugins/demo:v1", registry.host());
-    let shipped = run(
-        &project,
-        &bin,
-        "./ship.sh",
-        &[&reference],
-        &[("INSECURE", "1")],
-    );
-    let object = dir.join("demo-plugin.yaml");
+    let reference = format!("{}/plugins/{name}:v1", registry.host());
+    let insecure = [("INSECURE", "1")];
+    let shipped = run(&project, &bin, &none, "./ship.sh", &[&reference], &insecure);
+    let object = dir.join("plugin-object.yaml");
     std::fs::write(&object, &shipped.stdout).expect("object written");
-    let crd = run(&dir, &bin, "reconcile-host", &["crd"], &[]);
+    let crd = run(&dir, &bin, &none, "reconcile-host", &["crd"], &[]);
     std::fs::write(dir.join("crd.yaml"), &crd.stdout).expect("crd written");
     backend.kubectl_ok(
         &dir,
@@ -154,21 +209,23 @@ async fn a_new_python_plugin_is_tested_built_checked_shipped_and_reconciles_from
         &[
             "wait",
             "--for=condition=Ready",
-            "reconcilerplugin/demo",
+            &format!("reconcilerplugin/{name}"),
             "--timeout=120s",
         ],
     );
     let sample = project.join("samples/configmap.yaml");
     backend.kubectl_ok(&dir, &["apply", "-f", &sample.display().to_string()]);
     let config_maps = config_maps(&backend, "default");
-    eventually_async("demo-sample marked by the plugin", || async {
-        let object = config_maps.get_opt("demo-sample").await.ok()??;
+    let sample_name = format!("{name}-sample");
+    let mark = format!("{name}.reconcile-host.dev/reconciled");
+    eventually_async(&format!("{sample_name} marked by the plugin"), || async {
+        let object = config_maps.get_opt(&sample_name).await.ok()??;
         let annotations = object.metadata.annotations?;
-        (annotations.get("demo.reconcile-host.dev/reconciled")? == "true").then_some(())
+        (annotations.get(&mark)? == "true").then_some(())
     })
     .await;
     eventually_async("kubectl describe lists the plugin's Event", || async {
-        let out = backend.kubectl_ok(&dir, &["describe", "configmap", "demo-sample"]);
+        let out = backend.kubectl_ok(&dir, &["describe", "configmap", &sample_name]);
         let (_, events) = out.split_once("\nEvents:")?;
         events
             .lines()
@@ -177,12 +234,12 @@ async fn a_new_python_plugin_is_tested_built_checked_shipped_and_reconciles_from
     })
     .await;
     eprintln!(
-        "new → Ready → reconciled in {:.1} s (componentize-py installed beforehand)",
+        "{lang}: new → Ready → reconciled in {:.1} s (the toolchain installed beforehand)",
         started.elapsed().as_secs_f64()
     );
     drop(host);
     let _ = config_maps
-        .delete("demo-sample", &DeleteParams::default())
+        .delete(&sample_name, &DeleteParams::default())
         .await;
     backend.kubectl_ok(&dir, &["delete", "-f", &object.display().to_string()]);
 }

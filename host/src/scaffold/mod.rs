@@ -1,4 +1,4 @@
-//! `reconcile-host new <name> --lang <language>`: a project of one's own, outside this
+//! `reconcile-host new <name> --lang <python|rust>`: a project of one's own, outside this
 //! repository — a reconciler that does one small thing, its manifest with the narrowest grant
 //! for it, a unit test against the language's fake host, the scripts that test, build and ship
 //! it with that language's toolchain and `reconcile-host` alone, and a README naming them.
@@ -17,6 +17,7 @@ use anyhow::{Context as _, bail};
 use clap::{Args, ValueEnum};
 
 mod python;
+mod rust;
 
 /// Arguments of `new`.
 #[derive(Debug, Args)]
@@ -37,6 +38,9 @@ pub struct NewArgs {
 pub enum Lang {
     /// componentize-py; the SDK `reconcile_guest` and its `testing.FakeHost`.
     Python,
+    /// cargo and the `wasm32-wasip2` target; the SDK `reconcile-guest` and its
+    /// `testing::FakeHost`.
+    Rust,
 }
 
 /// One file of a project: its path in the project, its text, and whether it is a script.
@@ -55,6 +59,9 @@ const WIT: File = File {
 
 /// Placeholder in templates for the plugin's name.
 const NAME: &str = "{{name}}";
+
+/// Placeholder in templates for the name as a Rust crate's files spell it (`-` as `_`).
+const CRATE: &str = "{{crate}}";
 
 /// Runs `new`; prints the project's directory and the commands its README names.
 pub fn new(args: &NewArgs) -> ExitCode {
@@ -92,6 +99,7 @@ fn write_project(args: &NewArgs) -> anyhow::Result<PathBuf> {
     }
     let files = match args.lang {
         Lang::Python => python::FILES,
+        Lang::Rust => rust::FILES,
     };
     for file in std::iter::once(&WIT).chain(files) {
         write_file(&dir, file, name)?;
@@ -106,8 +114,11 @@ fn write_file(dir: &Path, file: &File, name: &str) -> anyhow::Result<()> {
         std::fs::create_dir_all(parent)
             .with_context(|| format!("cannot create the directory {}", parent.display()))?;
     }
-    std::fs::write(&path, file.text.replace(NAME, name))
-        .with_context(|| format!("cannot write {}", path.display()))?;
+    let text = file
+        .text
+        .replace(NAME, name)
+        .replace(CRATE, &name.replace('-', "_"));
+    std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
     if file.executable {
         use std::os::unix::fs::PermissionsExt as _;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
@@ -152,6 +163,24 @@ mod tests {
             format!("{again:#}").contains("exists and is not empty"),
             "{again:#}"
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_rust_project_names_its_crate_and_vendors_the_sdk_with_its_fake_host() {
+        let dir = std::env::temp_dir().join(format!("scaffold-rust-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut rust = args("my-plugin", &dir);
+        rust.lang = Lang::Rust;
+        write_project(&rust).expect("written");
+        let read = |path: &str| std::fs::read_to_string(dir.join(path)).unwrap();
+        assert!(read("Cargo.toml").contains("name = \"my-plugin\""));
+        assert!(read("build.sh").contains("release/my_plugin.wasm\" build/my-plugin.wasm"));
+        assert!(read("plugin.yaml").contains("module: build/my-plugin.wasm"));
+        assert!(read("sdk/src/testing.rs").contains("pub struct FakeHost"));
+        for text in [read("src/lib.rs"), read("ship.sh"), read("README.md")] {
+            assert!(!text.contains(NAME) && !text.contains(CRATE));
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

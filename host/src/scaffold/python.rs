@@ -3,12 +3,15 @@
 
 use super::File;
 
-/// A template of `host/templates/python`.
+/// A template of `host/templates/python`, written to `$path` (`$source` when they differ).
 macro_rules! template {
     ($path:literal, $executable:literal) => {
+        template!($path, $path, $executable)
+    };
+    ($path:literal, $source:literal, $executable:literal) => {
         File {
             path: $path,
-            text: include_str!(concat!("../../templates/python/", $path)),
+            text: include_str!(concat!("../../templates/python/", $source)),
             executable: $executable,
         }
     };
@@ -35,11 +38,7 @@ pub(super) const FILES: &[File] = &[
     template!("build.sh", true),
     template!("test.sh", true),
     template!("ship.sh", true),
-    File {
-        path: ".gitignore",
-        text: include_str!("../../templates/python/gitignore"),
-        executable: false,
-    },
+    template!(".gitignore", "gitignore", false),
     template!("src/reconciler.py", false),
     template!("tests/test_reconciler.py", false),
     template!("samples/configmap.yaml", false),
