@@ -31,9 +31,9 @@
 //! family of macros). [`finalizer()`] runs cleanup before an object goes away. The raw generated
 //! bindings are in [`bindings`] for reconcilers that want no layer at all.
 //!
-//! Every function that calls the host works inside a component run by the host; natively (in
-//! unit tests) it goes to the [`testing::FakeHost`] installed on the thread, and panics without
-//! one. The pure parts — [`Request`] access, [`Action`] constructors, [`Error`], [`ObjectRef`],
+//! Every function that calls the host works inside a component run by the host; in unit tests,
+//! with the `testing` feature (a dev-dependency with `features = ["testing"]`), it goes to the
+//! `testing::FakeHost` installed on the thread (natively, without one, it panics). The pure parts — [`Request`] access, [`Action`] constructors, [`Error`], [`ObjectRef`],
 //! [`finalizer::plan`] — work anywhere.
 
 mod action;
@@ -46,7 +46,7 @@ mod host;
 pub mod log;
 mod object;
 mod request;
-#[cfg(not(target_family = "wasm"))]
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 /// The bindings `wit-bindgen` generates from `wit/reconcile.wit` (world `reconciler`).

@@ -1,7 +1,8 @@
 //! A fake host for a reconciler's native unit tests (`cargo test`): no component, no API server.
+//! Compiled with the `testing` feature: `[dev-dependencies] reconcile-guest = { …, features =
+//! ["testing"] }`, so a component built for release carries none of it.
 //!
-//! Built for every target but WebAssembly. While a [`FakeHost`] is installed on a thread, the
-//! SDK's [`client`](crate::client), [`cache`](crate::cache), [`events`](crate::events) and
+//! While a [`FakeHost`] is installed on a thread, the SDK's [`client`](crate::client), [`cache`](crate::cache), [`events`](crate::events) and
 //! [`log`](crate::log) calls on that thread go to it: an in-memory store of objects of any kind,
 //! with every call, event and log line recorded.
 //!
@@ -52,6 +53,11 @@ struct State {
 
 thread_local! {
     static CURRENT: RefCell<Option<Rc<RefCell<State>>>> = const { RefCell::new(None) };
+}
+
+/// Whether a fake host is installed on this thread.
+pub(crate) fn installed() -> bool {
+    CURRENT.with(|current| current.borrow().is_some())
 }
 
 /// The fake host installed on this thread until it is dropped (see the module docs).
