@@ -139,6 +139,34 @@ fn a_python_return_that_is_not_an_action_fails_check_and_a_raised_error_only_unl
 }
 
 #[test]
+fn a_denied_call_the_guest_ignores_fails_check_naming_the_grant_unless_allowed() {
+    let module = scripted_component("host/tests/guests/broken-python/build.sh", "broken-python");
+    let dir = scratch("check-python-denied");
+    let manifest = broken(&dir, "broken-python", &module);
+    let swallowed = sample(&dir, "broken: python", "fault", "swallow-denied");
+    let (code, out, err) = parts(&check(&manifest, Some(&swallowed)));
+    assert_eq!(code, 1, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(
+        out.contains("reconcile answered done; 0 calls recorded (not applied), 1 denied")
+            && out
+                .trim_end()
+                .ends_with("not ok: plugin `broken-python`: 1 call denied"),
+        "{out}"
+    );
+    assert!(
+        err.contains("check failed: plugin `broken-python`'s grants refused 1 of its calls")
+            && err.contains("  1. get v1 Secret default/credentials")
+            && err.contains("has no grant to `get` v1 Secret"),
+        "{err}"
+    );
+    assert_passed(
+        &check_with(&manifest, Some(&swallowed), &["--allow-failure"]),
+        "broken-python",
+        "reconcile answered done; 0 calls recorded (not applied), 1 denied",
+    );
+}
+
+#[test]
 fn a_javascript_return_that_is_not_an_action_fails_check_and_a_thrown_error_only_unless_allowed() {
     let module = scripted_component("host/tests/guests/broken-js/build.sh", "broken-js");
     let dir = scratch("check-javascript");

@@ -166,7 +166,10 @@ pub(super) async fn exercise(
             return Ok(Verdict::Failed {
                 lines: out,
                 explanation,
-                reason: format!("{} calls denied", outcome.denied.len()),
+                reason: match outcome.denied.len() {
+                    1 => "1 call denied".to_owned(),
+                    n => format!("{n} calls denied"),
+                },
             });
         }
         Err(error) => error,
