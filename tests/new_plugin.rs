@@ -1,6 +1,6 @@
-//! `reconcile-host new`: a project of one's own, from an empty directory outside the repository,
-//! with only the language's toolchain and the host binary on `PATH` — its unit tests against
-//! the SDK's fake host, its build, `check`, one `reconcile` of its sample, a push to a real
+//! `reconcile-host new` in Python, Rust and JavaScript: a project of one's own, from an empty
+//! directory outside the repository, with only the language's toolchain and the host binary on
+//! `PATH` — its unit tests against the SDK's fake host, its build, `check`, one `reconcile` of its sample, a push to a real
 //! registry (`docker-registry`), its `ReconcilerPlugin` applied with kubectl, Ready, and the
 //! ConfigMap it reconciles marked, with its Event in `kubectl describe`. On both API server
 //! backends.
@@ -110,6 +110,34 @@ fn rust() -> Toolchain {
         path: vec![PathBuf::from(cargo_home).join("bin")],
         env,
     }
+}
+
+/// The JavaScript toolchain: Debian's node (on the system's `PATH`) and the pinned
+/// componentize-qjs, which a project's `build.sh` takes through `COMPONENTIZE_QJS` instead of
+/// installing its own with npm.
+fn javascript() -> Toolchain {
+    let script = workspace().join("examples/website-js/toolchain.sh");
+    let output = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "source {} && js_toolchain quickjs",
+            script.display()
+        ))
+        .output()
+        .expect("bash runs");
+    assert!(output.status.success(), "the JavaScript toolchain installs");
+    let dir = String::from_utf8(output.stdout).expect("UTF-8");
+    let tool = PathBuf::from(dir.trim()).join("node_modules/.bin/componentize-qjs");
+    Toolchain {
+        path: Vec::new(),
+        env: vec![("COMPONENTIZE_QJS".to_owned(), tool.display().to_string())],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_javascript_plugin_is_tested_built_checked_shipped_and_reconciles_from_an_empty_dir()
+{
+    from_new_to_reconciled("javascript", "demo-js", &javascript(), "# pass 3").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,4 @@
-//! `reconcile-host new <name> --lang <python|rust>`: a project of one's own, outside this
+//! `reconcile-host new <name> --lang <python|rust|javascript>`: a project of one's own, outside this
 //! repository — a reconciler that does one small thing, its manifest with the narrowest grant
 //! for it, a unit test against the language's fake host, the scripts that test, build and ship
 //! it with that language's toolchain and `reconcile-host` alone, and a README naming them.
@@ -16,6 +16,7 @@ use std::process::ExitCode;
 use anyhow::{Context as _, bail};
 use clap::{Args, ValueEnum};
 
+mod javascript;
 mod python;
 mod rust;
 
@@ -41,6 +42,8 @@ pub enum Lang {
     /// cargo and the `wasm32-wasip2` target; the SDK `reconcile-guest` and its
     /// `testing::FakeHost`.
     Rust,
+    /// Node and componentize-qjs (npm); the SDK `reconciler.js` and its fake host.
+    Javascript,
 }
 
 /// One file of a project: its path in the project, its text, and whether it is a script.
@@ -100,6 +103,7 @@ fn write_project(args: &NewArgs) -> anyhow::Result<PathBuf> {
     let files = match args.lang {
         Lang::Python => python::FILES,
         Lang::Rust => rust::FILES,
+        Lang::Javascript => javascript::FILES,
     };
     for file in std::iter::once(&WIT).chain(files) {
         write_file(&dir, file, name)?;
