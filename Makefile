@@ -143,7 +143,8 @@ test-build:
 	$(LINTED) $(STEP) build+clippy $(CARGO) test --workspace --all-targets --locked --no-run --timings
 
 ## Every test in the workspace against the embedded API server, but the fault checker's runs
-## (E2E_REAL_ONLY: they judge replicas against the real server's history; `make soak-replicas`).
+## (E2E_REAL_ONLY: they judge replicas against the real server's history; `e2e-real` runs their
+## suite seed, `make soak-replicas` random ones).
 E2E_REAL_ONLY := replica_faults::
 unit: test-build unit-run
 unit-run:
@@ -152,7 +153,9 @@ unit-run:
 
 ## The end-to-end tests again, against a real kube-apiserver and etcd (one control plane for the
 ## whole `e2e` binary, its tests taking turns on it; docs/testing.md says which tests need the
-## embedded server and stay on it), then the fidelity suite that holds the embedded server to it.
+## embedded server and stay on it), then the fidelity suite that holds the embedded server to it,
+## then the fault checker's short schedule (seed 1, leader and sharded mode, about 100 s; the
+## log keeps each run's line with its seed and how to run it again).
 .PHONY: e2e-real
 E2E_REAL_MODULES := example_plugins lang_c lang_go lang_javascript lang_python leader_fencing hot_reload \
 	in_cluster deployment rbac_enforced plugin_admission plugin_objects plugin_fetches scale_out safe_upgrades \
@@ -188,6 +191,8 @@ e2e-real: control-plane
 	  $(CARGO) test --workspace --locked --test e2e -- $(E2E_REAL_MODULES:%=%::) \
 	  $(E2E_NO_SERVER:%=--skip %)
 	$(LINTED) $(STEP) fidelity $(CARGO) test --workspace --locked --test fidelity
+	E2E_BACKEND=real $(LINTED) $(STEP) replica-faults $(CARGO) test --workspace --locked \
+	  --test e2e -- $(E2E_REAL_ONLY) --nocapture --test-threads 1
 
 ## The Go guests' own tests with the SDK's fake host: plain `go test`, no wasm.
 go-test:
