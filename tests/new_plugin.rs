@@ -216,22 +216,8 @@ async fn from_new_to_reconciled(lang: &str, name: &str, toolchain: &Toolchain, t
     );
     crd_established(&backend.client(), "reconcilerplugins.reconcile-host.dev").await;
     backend.kubectl_ok(&dir, &["apply", "-f", &object.display().to_string()]);
-    let config = dir.join("host.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "pluginObjects: true\noci:\n  insecureRegistries: [\"{}\"]\n  cacheDir: {}\n",
-            registry.host(),
-            dir.join("oci-cache").display()
-        ),
-    )
-    .expect("config written");
-    let host = Host::start_with(
-        &backend,
-        &dir,
-        &[],
-        &["--config", &config.display().to_string()],
-    );
+    let config = registry.host_config(&dir);
+    let host = Host::start_with(&backend, &dir, &[], &["--config", &config]);
     backend.kubectl_ok(
         &dir,
         &[

@@ -129,22 +129,6 @@ async fn create(backend: &Backend, object: Value) {
         .expect("ReconcilerPlugin created");
 }
 
-/// Writes a host configuration loading plugin objects, `registry` reached over plain HTTP, the
-/// pulled modules kept in `dir`; its path as an argument.
-fn oci_config(dir: &Path, registry: &Registry) -> String {
-    let config = dir.join("host.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "pluginObjects: true\noci:\n  insecureRegistries: [\"{}\"]\n  cacheDir: {}\n",
-            registry.host(),
-            dir.join("oci-cache").display()
-        ),
-    )
-    .expect("config written");
-    config.display().to_string()
-}
-
 /// Waits until the plugin `name` is Ready for `generation`; its status.
 async fn ready(backend: &Backend, name: &str, generation: i64) -> Value {
     let plugins = plugins(backend);
@@ -437,7 +421,7 @@ async fn an_objects_shadow_and_canary_modules_are_pulled_from_the_registry() {
     let mut object = testbed_with("oci", json!(testbed));
     object["spec"]["shadow"] = json!({"oci": testbed});
     object["spec"]["canary"] = json!({"selector": "track=canary", "oci": noop});
-    let config_arg = oci_config(&dir, &registry);
+    let config_arg = registry.host_config(&dir);
     create(&backend, object).await;
     let host = Host::start_with(&backend, &dir, &[], &["--config", &config_arg]);
     ready(&backend, "testbed", 1).await;
@@ -499,7 +483,7 @@ async fn a_plugin_object_from_a_registry_tag_is_pinned_to_its_digest_and_serves_
         .1
         .to_owned();
 
-    let config_arg = oci_config(&dir, &registry);
+    let config_arg = registry.host_config(&dir);
     create(&backend, testbed_with("oci", json!(tag))).await;
     let host = Host::start_with(&backend, &dir, &[], &["--config", &config_arg]);
     let config_maps = config_maps(&backend, "default");
@@ -688,7 +672,7 @@ async fn the_18_mb_python_replicator_is_delivered_from_a_registry_by_digest_and_
         &module,
         &format!("{}/plugins/replicator-python:v1", registry.host()),
     );
-    let config_arg = oci_config(&dir, &registry);
+    let config_arg = registry.host_config(&dir);
     create(
         &backend,
         example_object(

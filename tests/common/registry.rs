@@ -94,6 +94,22 @@ impl Registry {
         unreachable!("the loop returns or panics")
     }
 
+    /// Writes a host configuration into `dir` that loads plugin objects and reaches this
+    /// registry over plain HTTP, the pulled modules kept in `dir`; its path, as an argument.
+    pub fn host_config(&self, dir: &Path) -> String {
+        let config = dir.join("host.yaml");
+        std::fs::write(
+            &config,
+            format!(
+                "pluginObjects: true\noci:\n  insecureRegistries: [\"{}\"]\n  cacheDir: {}\n",
+                self.host(),
+                dir.join("oci-cache").display()
+            ),
+        )
+        .expect("config written");
+        config.display().to_string()
+    }
+
     /// `127.0.0.1:<port>`, as written in references.
     pub fn host(&self) -> String {
         format!("127.0.0.1:{}", self.port)

@@ -16,10 +16,6 @@ use std::process::ExitCode;
 use anyhow::{Context as _, bail};
 use clap::{Args, ValueEnum};
 
-mod javascript;
-mod python;
-mod rust;
-
 /// Arguments of `new`.
 #[derive(Debug, Args)]
 pub struct NewArgs {
@@ -45,6 +41,39 @@ pub enum Lang {
     /// Node and componentize-qjs (npm); the SDK `reconciler.js` and its fake host.
     Javascript,
 }
+
+/// A template of `host/templates/<$dir>`, written to `$path` of the project (from `$source` when
+/// they differ; `.gitignore` and manifests are stored under other names so that no tool takes
+/// them for the repository's own).
+macro_rules! template {
+    ($dir:literal, $path:literal, $executable:literal) => {
+        template!($dir, $path, $path, $executable)
+    };
+    ($dir:literal, $path:literal, $source:literal, $executable:literal) => {
+        $crate::scaffold::File {
+            path: $path,
+            text: include_str!(concat!("../../templates/", $dir, "/", $source)),
+            executable: $executable,
+        }
+    };
+}
+
+/// A file of an SDK under `guest-sdk/<$sdk>`, written to `$into` of the project.
+macro_rules! sdk {
+    ($sdk:literal, $into:literal, $file:literal) => {
+        $crate::scaffold::File {
+            path: concat!($into, $file),
+            text: include_str!(concat!("../../../guest-sdk/", $sdk, $file)),
+            executable: false,
+        }
+    };
+}
+
+/// The files every language's project has the same: `ship.sh` and the sample.
+pub(crate) const COMMON: [File; 2] = [
+    template!("common", "ship.sh", true),
+    template!("common", "samples/configmap.yaml", false),
+];
 
 /// One file of a project: its path in the project, its text, and whether it is a script.
 pub(crate) struct File {
@@ -105,7 +134,7 @@ fn write_project(args: &NewArgs) -> anyhow::Result<PathBuf> {
         Lang::Rust => rust::FILES,
         Lang::Javascript => javascript::FILES,
     };
-    for file in std::iter::once(&WIT).chain(files) {
+    for file in std::iter::once(&WIT).chain(&COMMON).chain(files) {
         write_file(&dir, file, name)?;
     }
     Ok(dir)
@@ -130,6 +159,11 @@ fn write_file(dir: &Path, file: &File, name: &str) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+// After the macros they use.
+mod javascript;
+mod python;
+mod rust;
 
 #[cfg(test)]
 mod tests {

@@ -3,54 +3,27 @@
 
 use super::File;
 
-/// A template of `host/templates/rust`, written to `$path` (`$source` when they differ).
-macro_rules! template {
-    ($path:literal, $executable:literal) => {
-        template!($path, $path, $executable)
-    };
-    ($path:literal, $source:literal, $executable:literal) => {
-        File {
-            path: $path,
-            text: include_str!(concat!("../../templates/rust/", $source)),
-            executable: $executable,
-        }
-    };
-}
-
-/// A source file of the SDK, written to `sdk/src/`.
-macro_rules! sdk {
-    ($file:literal) => {
-        File {
-            path: concat!("sdk/src/", $file),
-            text: include_str!(concat!("../../../guest-sdk/src/", $file)),
-            executable: false,
-        }
-    };
-}
-
-/// Every file of the project but the WIT.
+/// Every file of the project but the WIT and [`super::COMMON`].
 pub(super) const FILES: &[File] = &[
-    template!("README.md", false),
-    template!("Cargo.toml", "Cargo.toml.tmpl", false),
-    template!(".gitignore", "gitignore", false),
-    template!("plugin.yaml", false),
-    template!("build.sh", true),
-    template!("test.sh", true),
-    template!("ship.sh", true),
-    template!("src/lib.rs", false),
-    template!("samples/configmap.yaml", false),
-    template!("sdk/Cargo.toml", "sdk/Cargo.toml.tmpl", false),
-    sdk!("action.rs"),
-    sdk!("bindings.rs"),
-    sdk!("cache.rs"),
-    sdk!("client.rs"),
-    sdk!("error.rs"),
-    sdk!("events.rs"),
-    sdk!("finalizer.rs"),
-    sdk!("host.rs"),
-    sdk!("lib.rs"),
-    sdk!("log.rs"),
-    sdk!("object.rs"),
-    sdk!("request.rs"),
-    sdk!("testing.rs"),
+    template!("rust", "README.md", false),
+    template!("rust", "Cargo.toml", "Cargo.toml.tmpl", false),
+    template!("rust", ".gitignore", "gitignore", false),
+    template!("rust", "plugin.yaml", false),
+    template!("rust", "build.sh", true),
+    template!("rust", "test.sh", true),
+    template!("rust", "src/lib.rs", false),
+    template!("rust", "sdk/Cargo.toml", "sdk/Cargo.toml.tmpl", false),
+    sdk!("src/", "sdk/src/", "action.rs"),
+    sdk!("src/", "sdk/src/", "bindings.rs"),
+    sdk!("src/", "sdk/src/", "cache.rs"),
+    sdk!("src/", "sdk/src/", "client.rs"),
+    sdk!("src/", "sdk/src/", "error.rs"),
+    sdk!("src/", "sdk/src/", "events.rs"),
+    sdk!("src/", "sdk/src/", "finalizer.rs"),
+    sdk!("src/", "sdk/src/", "host.rs"),
+    sdk!("src/", "sdk/src/", "lib.rs"),
+    sdk!("src/", "sdk/src/", "log.rs"),
+    sdk!("src/", "sdk/src/", "object.rs"),
+    sdk!("src/", "sdk/src/", "request.rs"),
+    sdk!("src/", "sdk/src/", "testing.rs"),
 ];
