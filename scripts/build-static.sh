@@ -28,8 +28,9 @@ if ! command -v musl-gcc >/dev/null 2>&1; then
 fi
 
 export CARGO_PROFILE_RELEASE_STRIP="${CARGO_PROFILE_RELEASE_STRIP:-symbols}"
-# Without the default `dev-server` feature: the image runs against a real API server, so the
-# embedded one (and `reconcile-host dev`) stays out of the binary.
+# Without the default features: the image runs against a real API server, so the embedded one
+# (`reconcile-host dev`, feature `dev-server`) stays out of the binary, and so do the C and Go
+# projects' build commands (`bindings`, `componentize`: feature `guest-toolchain`).
 "$CARGO" build --locked --profile "$PROFILE" --target "$TARGET" -p reconcile-host --bin reconcile-host \
   --no-default-features
 

@@ -1,4 +1,4 @@
-//! `reconcile-host new` in Python, Rust and JavaScript: a project of one's own, from an empty
+//! `reconcile-host new` in Python, Rust, JavaScript and Go: a project of one's own, from an empty
 //! directory outside the repository, with only the language's toolchain and the host binary on
 //! `PATH` — its unit tests against the SDK's fake host, its build, `check`, one `reconcile` of its sample, a push to a real
 //! registry (`docker-registry`), its `ReconcilerPlugin` applied with kubectl, Ready, and the
@@ -132,6 +132,50 @@ fn javascript() -> Toolchain {
         path: Vec::new(),
         env: vec![("COMPONENTIZE_QJS".to_owned(), tool.display().to_string())],
     }
+}
+
+/// The Go toolchain: the Go the repository's Go guests build with (the `go` on `PATH` when it
+/// is the version guest-sdk/go/build-component.sh pins, else the one it installed under
+/// `.toolchains/go`), with Go's build cache shared with those builds, so the standard library
+/// for wasip1 is compiled once.
+fn go() -> Toolchain {
+    let script = std::fs::read_to_string(workspace().join("guest-sdk/go/build-component.sh"))
+        .expect("the Go build script");
+    let version = script
+        .lines()
+        .find_map(|line| line.strip_prefix("GO_VERSION="))
+        .expect("the script pins a Go version");
+    let installed = workspace().join(format!(".toolchains/go/go{version}/bin"));
+    let on_path = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .find(|dir| dir.join("go").is_file());
+    let bin = if installed.join("go").is_file() {
+        installed
+    } else {
+        on_path.expect("a go on PATH, or the pinned one under .toolchains/go (make guests)")
+    };
+    let go_env = |name: &str| {
+        let output = Command::new(bin.join("go"))
+            .args(["env", name])
+            .output()
+            .expect("go env runs");
+        String::from_utf8(output.stdout)
+            .expect("UTF-8")
+            .trim()
+            .to_owned()
+    };
+    Toolchain {
+        env: vec![
+            ("GOCACHE".to_owned(), go_env("GOCACHE")),
+            ("GOMODCACHE".to_owned(), go_env("GOMODCACHE")),
+            ("GOTOOLCHAIN".to_owned(), "local".to_owned()),
+        ],
+        path: vec![bin],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_go_plugin_is_tested_built_checked_shipped_and_reconciles_from_an_empty_dir() {
+    from_new_to_reconciled("go", "demo-go", &go(), "ok  \tdemo-go").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,10 +11,10 @@
 # 2. wit-c (tools/wit-c, the workspace's guest build tool), built by cargo into target/debug/:
 #    the Go generator of wit-bindgen 0.63.0 (the version of the Rust guest SDK's wit-bindgen) and
 #    wasmtime 48.0.8's preview1 reactor adapter.
-# 3. The bindings' Go runtime package go.bytecodealliance.org/pkg, taken from the sources of the
-#    wit-bindgen-go crate that cargo unpacked for wit-c (the Go module proxy does not serve the
-#    version it names), with component/cabi-realloc-keep.patch applied (cabi_realloc keeps its
-#    blocks alive without runtime.Pinner), into <repo>/.toolchains/go/wit-bindgen-0.63.0/.
+# 3. The bindings' Go runtime package go.bytecodealliance.org/pkg, from the sources of the
+#    wit-bindgen-go crate (the Go module proxy does not serve the version it names), with
+#    component/cabi-realloc-keep.patch applied (cabi_realloc keeps its blocks alive without
+#    runtime.Pinner): `wit-c go-runtime`, into target/guests/go/runtime/.
 # 4. `wit-c go-bindings` generates the bindings of wit/ (a `main` package, module wit_component);
 #    guest-sdk/go/component/glue.go joins them to the SDK and the reconciler's package; a
 #    go.work ties the modules together, nothing is written to the source tree.
@@ -41,7 +41,6 @@ out=$target/guests/$name.wasm
 toolchains=$repo/.toolchains/go
 
 GO_VERSION=1.26.8
-WIT_BINDGEN_VERSION=0.63.0
 
 # 1. Go.
 go=$(command -v go || true)
@@ -67,35 +66,9 @@ export GOTOOLCHAIN=local
 wit_c=$("$repo/tools/wit-c/built.sh" "$target")
 
 # 3. The bindings' Go runtime package, with the SDK's patch applied
-# (component/cabi-realloc-keep.patch); the directory is named by the patch's digest, so a changed
-# patch makes a new copy.
-bindgen_root=$toolchains/wit-bindgen-$WIT_BINDGEN_VERSION
-runtime_patch=$sdk/component/cabi-realloc-keep.patch
-runtime=$bindgen_root/pkg-$(sha256sum "$runtime_patch" | cut -c1-12)
-if [ ! -f "$runtime/go.mod" ]; then
-  find_crate() {
-    ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"wit-bindgen-go-$WIT_BINDGEN_VERSION" \
-      2>/dev/null | head -n1
-  }
-  crate=$(find_crate)
-  if [ -z "$crate" ]; then  # the unpacked sources were cleaned: have cargo unpack them again
-    "${CARGO:-cargo}" fetch --quiet --locked --manifest-path "$repo/Cargo.toml"
-    crate=$(find_crate)
-  fi
-  if [ -z "$crate" ]; then
-    echo "error: cargo has no sources of wit-bindgen-go $WIT_BINDGEN_VERSION under" \
-      "${CARGO_HOME:-$HOME/.cargo}/registry/src/; is it still tools/wit-c's dependency in Cargo.lock?" >&2
-    exit 1
-  fi
-  rm -rf "$runtime.tmp" && mkdir -p "$runtime.tmp"
-  cp -r "$crate/src/pkg/wit" "$crate/src/pkg/go.mod" "$crate/src/pkg/LICENSE" "$runtime.tmp/"
-  # It declares a newer `go` line than it needs; it builds with the pinned Go.
-  sed -i "s/^go .*/go ${GO_VERSION%.*}/" "$runtime.tmp/go.mod"
-  # git apply, not patch(1): git is on every machine that has this clone. The ceiling keeps it
-  # from treating the copy as part of the repository.
-  (cd "$runtime.tmp" && GIT_CEILING_DIRECTORIES="$(dirname "$runtime.tmp")" git apply -p1 "$runtime_patch")
-  mv "$runtime.tmp" "$runtime"
-fi
+# (component/cabi-realloc-keep.patch); rewritten only where it changed.
+runtime=$target/guests/go/runtime
+"$wit_c" go-runtime "$runtime"
 
 # 4. Bindings, glue and workspace.
 mkdir -p "$build"

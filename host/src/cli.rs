@@ -36,6 +36,15 @@ pub enum Command {
     /// against a fake host, scripts to test, build and ship it, the SDK and the WIT) into a new
     /// directory, outside any checkout of the host.
     New(crate::scaffold::NewArgs),
+    /// Write the bindings of the `reconciler` world this host serves, for a C or Go reconciler's
+    /// build (what a project from `new --lang c|go` runs in build.sh).
+    #[cfg(feature = "guest-toolchain")]
+    Bindings(crate::scaffold::toolchain::BindingsArgs),
+    /// Turn a core module (wasm32-wasip1, a reactor exporting `reconcile`) into a component of
+    /// the `reconciler` world, with WASI preview1 adapted to preview2 (what a project from
+    /// `new --lang c|go` runs in build.sh).
+    #[cfg(feature = "guest-toolchain")]
+    Componentize(crate::scaffold::toolchain::ComponentizeArgs),
     /// Check a plugin manifest and its component against the `reconciler` world: prints the
     /// module's digest, the imports it uses and the grants it has, then calls `reconcile` once
     /// with a sample object (no cluster; calls recorded, not applied). Exits 1 when that call
@@ -230,6 +239,10 @@ pub async fn main(cli: Cli) -> ExitCode {
         Command::Rbac(args) => crate::rbac::rbac(*args).await,
         Command::Crd => print_crd(),
         Command::New(args) => crate::scaffold::new(&args),
+        #[cfg(feature = "guest-toolchain")]
+        Command::Bindings(args) => crate::scaffold::toolchain::bindings(&args),
+        #[cfg(feature = "guest-toolchain")]
+        Command::Componentize(args) => crate::scaffold::toolchain::componentize(&args),
         Command::Push(args) => crate::delivery::oci::push::push(args).await,
         Command::Pull(args) => crate::delivery::oci::push::pull(args).await,
         Command::Run(args) => {

@@ -15,6 +15,8 @@ fn default_filter(cli: &Cli) -> &'static str {
         Command::Run(_) => "info",
         Command::Check(_) | Command::Rbac(_) | Command::Crd | Command::New(_) => "warn",
         Command::Push(_) | Command::Pull(_) => "warn",
+        #[cfg(feature = "guest-toolchain")]
+        Command::Bindings(_) | Command::Componentize(_) => "warn",
         Command::Reconcile(_) | Command::Replay(_) => "info",
     }
 }

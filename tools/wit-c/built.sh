@@ -15,7 +15,7 @@ fi
 target=$1
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 wit_c=$target/debug/wit-c
-if [ ! -x "$wit_c" ] || [ -n "$(find "$repo/tools/wit-c" "$repo/Cargo.lock" -type f \
+if [ ! -x "$wit_c" ] || [ -n "$(find "$repo/tools/wit-c" "$repo/Cargo.lock" "$repo/guest-sdk/go/component/cabi-realloc-keep.patch" -type f \
     -newer "$wit_c" -print -quit)" ]; then
   echo "== building wit-c (tools/wit-c)" >&2
   "${CARGO:-cargo}" build --quiet --locked --manifest-path "$repo/Cargo.toml" -p wit-c \

@@ -1,4 +1,4 @@
-//! `reconcile-host new <name> --lang <python|rust|javascript>`: a project of one's own, outside this
+//! `reconcile-host new <name> --lang <python|rust|javascript|go>`: a project of one's own, outside this
 //! repository — a reconciler that does one small thing, its manifest with the narrowest grant
 //! for it, a unit test against the language's fake host, the scripts that test, build and ship
 //! it with that language's toolchain and `reconcile-host` alone, and a README naming them.
@@ -40,6 +40,9 @@ pub enum Lang {
     Rust,
     /// Node and componentize-qjs (npm); the SDK `reconciler.js` and its fake host.
     Javascript,
+    /// Go 1.26 for wasip1; the SDK `reconcile-host/guest` and its `fake` host; bindings and the
+    /// component from `reconcile-host bindings` and `componentize`.
+    Go,
 }
 
 /// A template of `host/templates/<$dir>`, written to `$path` of the project (from `$source` when
@@ -133,6 +136,7 @@ fn write_project(args: &NewArgs) -> anyhow::Result<PathBuf> {
         Lang::Python => python::FILES,
         Lang::Rust => rust::FILES,
         Lang::Javascript => javascript::FILES,
+        Lang::Go => go::FILES,
     };
     for file in std::iter::once(&WIT).chain(&COMMON).chain(files) {
         write_file(&dir, file, name)?;
@@ -161,9 +165,12 @@ fn write_file(dir: &Path, file: &File, name: &str) -> anyhow::Result<()> {
 }
 
 // After the macros they use.
+mod go;
 mod javascript;
 mod python;
 mod rust;
+#[cfg(feature = "guest-toolchain")]
+pub mod toolchain;
 
 #[cfg(test)]
 mod tests {
