@@ -1,4 +1,4 @@
-//! `reconcile-host new` in Python, Rust, JavaScript and Go: a project of one's own, from an empty
+//! `reconcile-host new` in Python, Rust, JavaScript, Go and C: a project of one's own, from an empty
 //! directory outside the repository, with only the language's toolchain and the host binary on
 //! `PATH` — its unit tests against the SDK's fake host, its build, `check`, one `reconcile` of its sample, a push to a real
 //! registry (`docker-registry`), its `ReconcilerPlugin` applied with kubectl, Ready, and the
@@ -176,6 +176,14 @@ fn go() -> Toolchain {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_go_plugin_is_tested_built_checked_shipped_and_reconciles_from_an_empty_dir() {
     from_new_to_reconciled("go", "demo-go", &go(), "ok  \tdemo-go").await;
+}
+
+/// The C toolchain: Debian's clang 19, lld and wasi-libc on the system's `PATH` (the packages
+/// the C guests' build installs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_c_plugin_is_tested_built_checked_shipped_and_reconciles_from_an_empty_dir() {
+    let toolchain = Toolchain::default();
+    from_new_to_reconciled("c", "demo-c", &toolchain, "reconciler: 4 tests passed").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

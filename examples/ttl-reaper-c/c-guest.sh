@@ -84,14 +84,15 @@ objects=()
 compile() {  # compile <source> <object> <flags...>
   local source=$1 object=$2
   shift 2
-  # Rebuild when the source, a header next to it or in the bindings, or this script (the flags)
-  # is newer than the object.
+  # Rebuild when the source, a header next to it, in the bindings or in the C SDK
+  # (guest-sdk/c), or this script (the flags) is newer than the object.
   if [ -f "$object" ] && [ -z "$(find "$source" "$self" "$(dirname "$source")" "$build/bindings" \
+      "$repo/guest-sdk/c" \
       -maxdepth 1 \( -path "$source" -o -path "$self" -o -name '*.h' \) -newer "$object" \
       -print -quit)" ]; then
     return
   fi
-  "${cc[@]}" "$@" -I "$build/bindings" -c "$source" -o "$object.tmp"
+  "${cc[@]}" "$@" -I "$build/bindings" -I "$repo/guest-sdk/c" -c "$source" -o "$object.tmp"
   mv "$object.tmp" "$object"  # whole files only: another build may be reading
 }
 compile "$build/bindings/reconciler.c" "$build/obj/reconciler.o"

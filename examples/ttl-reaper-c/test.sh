@@ -17,15 +17,16 @@ build=$target/guests/c/ttl-reaper-c
 cc=(clang-19 -std=c11 -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=all
   -fno-omit-frame-pointer)
 warnings=(-Wall -Wextra -Werror)
-sources=("$here/src/json.c" "$here/src/timestamp.c" "$here/src/text.c")
+sdk=$repo/guest-sdk/c
+sources=("$sdk/json.c" "$sdk/text.c" "$here/src/timestamp.c")
 
 echo "== compiling the native tests (sanitizers on)"
-"${cc[@]}" "${warnings[@]}" -I "$here/src" "${sources[@]}" "$here/tests/parsers_test.c" \
+"${cc[@]}" "${warnings[@]}" -I "$here/src" -I "$sdk" "${sources[@]}" "$here/tests/parsers_test.c" \
   -o "$build/parsers-test"
 # The generated bindings carry wasm-only attributes (import and export names): -w.
 "${cc[@]}" -w -I "$build/bindings" -c "$build/bindings/reconciler.c" \
   -o "$build/obj/reconciler.native.o"
-"${cc[@]}" "${warnings[@]}" -I "$here/src" -I "$build/bindings" "${sources[@]}" \
+"${cc[@]}" "${warnings[@]}" -I "$here/src" -I "$sdk" -I "$build/bindings" "${sources[@]}" \
   "$here/src/reaper.c" "$here/tests/reaper_test.c" "$build/obj/reconciler.native.o" \
   -o "$build/reaper-test"
 

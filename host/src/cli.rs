@@ -227,6 +227,22 @@ impl RunArgs {
     }
 }
 
+impl Command {
+    /// The log filter when `RUST_LOG` is not set: `info` (`warn` for the authoring commands);
+    /// in `dev`, also every reconcile (debug events of the controller loop).
+    pub fn default_log_filter(&self) -> &'static str {
+        match self {
+            Command::Dev(_) => "info,reconcile_host::controller=debug",
+            Command::Run(_) => "info",
+            Command::Check(_) | Command::Rbac(_) | Command::Crd | Command::New(_) => "warn",
+            Command::Push(_) | Command::Pull(_) => "warn",
+            #[cfg(feature = "guest-toolchain")]
+            Command::Bindings(_) | Command::Componentize(_) => "warn",
+            Command::Reconcile(_) | Command::Replay(_) => "info",
+        }
+    }
+}
+
 fn set<T>(field: &mut T, value: Option<T>) {
     if let Some(value) = value {
         *field = value;

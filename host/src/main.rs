@@ -4,22 +4,8 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
-use reconcile_host::cli::{Cli, Command};
+use reconcile_host::cli::Cli;
 use tracing_subscriber::prelude::*;
-
-/// `info` (`warn` for `check`); in `dev`, also every reconcile (debug events of the controller
-/// loop).
-fn default_filter(cli: &Cli) -> &'static str {
-    match cli.command {
-        Command::Dev(_) => "info,reconcile_host::controller=debug",
-        Command::Run(_) => "info",
-        Command::Check(_) | Command::Rbac(_) | Command::Crd | Command::New(_) => "warn",
-        Command::Push(_) | Command::Pull(_) => "warn",
-        #[cfg(feature = "guest-toolchain")]
-        Command::Bindings(_) | Command::Componentize(_) => "warn",
-        Command::Reconcile(_) | Command::Replay(_) => "info",
-    }
-}
 
 /// How long blocking work may still run after the host stopped before the process exits.
 const EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
@@ -27,7 +13,7 @@ const EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter(&cli)));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(cli.command.default_log_filter()));
     let output = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())

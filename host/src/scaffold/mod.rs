@@ -1,4 +1,4 @@
-//! `reconcile-host new <name> --lang <python|rust|javascript|go>`: a project of one's own, outside this
+//! `reconcile-host new <name> --lang <python|rust|javascript|go|c>`: a project of one's own, outside this
 //! repository — a reconciler that does one small thing, its manifest with the narrowest grant
 //! for it, a unit test against the language's fake host, the scripts that test, build and ship
 //! it with that language's toolchain and `reconcile-host` alone, and a README naming them.
@@ -43,6 +43,9 @@ pub enum Lang {
     /// Go 1.26 for wasip1; the SDK `reconcile-host/guest` and its `fake` host; bindings and the
     /// component from `reconcile-host bindings` and `componentize`.
     Go,
+    /// clang for wasm32-wasi with wasi-libc; the C SDK (a JSON scanner and a fake host);
+    /// bindings and the component from `reconcile-host bindings` and `componentize`.
+    C,
 }
 
 /// A template of `host/templates/<$dir>`, written to `$path` of the project (from `$source` when
@@ -137,6 +140,7 @@ fn write_project(args: &NewArgs) -> anyhow::Result<PathBuf> {
         Lang::Rust => rust::FILES,
         Lang::Javascript => javascript::FILES,
         Lang::Go => go::FILES,
+        Lang::C => c::FILES,
     };
     for file in std::iter::once(&WIT).chain(&COMMON).chain(files) {
         write_file(&dir, file, name)?;
@@ -165,6 +169,7 @@ fn write_file(dir: &Path, file: &File, name: &str) -> anyhow::Result<()> {
 }
 
 // After the macros they use.
+mod c;
 mod go;
 mod javascript;
 mod python;

@@ -1,7 +1,7 @@
 // Building messages in fixed buffers without stdio: snprintf would link libc's stdio, which
 // brings WASI stdout, stdin and filesystem imports into the component.
-#ifndef TTL_REAPER_TEXT_H
-#define TTL_REAPER_TEXT_H
+#ifndef RECONCILE_GUEST_TEXT_H
+#define RECONCILE_GUEST_TEXT_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -2,9 +2,9 @@
 // allocating. Every function checks bounds against the span it is given and fails (returns
 // false) on malformed input instead of reading past it.
 //
-// The reconciler reads a handful of fields from a Kubernetes object: this is all it needs.
-#ifndef TTL_REAPER_JSON_H
-#define TTL_REAPER_JSON_H
+// A reconciler reads a handful of fields from a Kubernetes object: this is all it needs.
+#ifndef RECONCILE_GUEST_JSON_H
+#define RECONCILE_GUEST_JSON_H
 
 #include <stdbool.h>
 #include <stddef.h>
