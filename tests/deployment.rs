@@ -11,12 +11,17 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use crate::common::backend::Backend;
+use crate::common::backend::{Backend, Cluster as _};
 use crate::common::eventually_async;
-use crate::common::host::{component, free_port, http_get, scratch, workspace};
+use crate::common::host::{component, free_port, scratch, workspace};
+use crate::common::secure_telemetry::https_get;
 use anyhow::{Context, bail};
 use clap::{CommandFactory, FromArgMatches};
 use embedded_apiserver::{ApiServer, Config};
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::api::{Api, ObjectMeta, PostParams};
 use reconcile_host::cli::{Cli, RunArgs};
 use reconcile_host::manifest::Manifest;
 use serde::Deserialize;
@@ -193,6 +198,9 @@ fn assert_base(objects: &[Value]) {
     assert_eq!(host["livenessProbe"]["httpGet"]["port"], "metrics");
     assert_eq!(host["readinessProbe"]["httpGet"]["path"], "/readyz");
     assert_eq!(host["readinessProbe"]["httpGet"]["port"], "metrics");
+    // In a cluster the port serves HTTPS (telemetry.authorization: auto).
+    assert_eq!(host["livenessProbe"]["httpGet"]["scheme"], "HTTPS");
+    assert_eq!(host["readinessProbe"]["httpGet"]["scheme"], "HTTPS");
 
     // The Lease's namespace is the pod's own, where the Role below allows Leases.
     let lease_namespace = host["env"]
@@ -261,6 +269,44 @@ fn assert_base(objects: &[Value]) {
     assert_eq!(strings(&events["rules"][0]["apiGroups"]), ["events.k8s.io"]);
     assert_eq!(strings(&events["rules"][0]["verbs"]), ["create"]);
     assert_host_subject(find(objects, "ClusterRoleBinding", "reconcile-host-events"));
+    // The secured telemetry port's reviews, bound to the host, and the scraper's role (left
+    // for the operator to bind): what `reconcile-host rbac --include-host` prints.
+    let printed = Command::new(common::host::HOST_BINARY)
+        .args(["rbac", "--include-host", "--name", "reconcile-host"])
+        .arg(
+            workspace()
+                .join("deploy/plugins")
+                .join(PLUGIN)
+                .join("plugin.yaml"),
+        )
+        .output()
+        .expect("reconcile-host runs");
+    assert!(
+        printed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&printed.stderr)
+    );
+    let printed = documents(&String::from_utf8(printed.stdout).expect("UTF-8"));
+    for name in [
+        "reconcile-host-telemetry-reviews",
+        "reconcile-host-metrics-reader",
+    ] {
+        assert_eq!(
+            find(objects, "ClusterRole", name)["rules"],
+            find(&printed, "ClusterRole", name)["rules"],
+            "{name}"
+        );
+    }
+    assert_host_subject(find(
+        objects,
+        "ClusterRoleBinding",
+        "reconcile-host-telemetry-reviews",
+    ));
+    assert!(
+        !objects.iter().any(|o| o["kind"] == "ClusterRoleBinding"
+            && o["roleRef"]["name"] == "reconcile-host-metrics-reader"),
+        "the scraper's role is bound by the operator, to the scraper"
+    );
 
     let budget = find(objects, "PodDisruptionBudget", "reconcile-host");
     assert_eq!(budget["spec"]["maxUnavailable"], 1);
@@ -712,8 +758,10 @@ async fn the_deployments_configuration_resolves_to_its_mounts_and_finds_the_plug
 struct Process {
     child: Child,
     log: PathBuf,
-    /// Where it serves /metrics, /healthz and /readyz.
+    /// Where it serves /metrics, /healthz and /readyz (HTTPS: in a pod the port is secured).
     metrics: String,
+    /// A token of a ServiceAccount bound to reconcile-host-metrics-reader.
+    scraper: String,
 }
 
 impl Process {
@@ -723,7 +771,7 @@ impl Process {
     /// service account directory's path and the metrics address differ (a free loopback port).
     /// On a real server the token is the deployed service account's, from the TokenRequest API,
     /// so the host has exactly the permissions the kustomization's RBAC gives it.
-    fn start(dir: &Path, pod: &Pod, server: &Backend) -> Self {
+    fn start(dir: &Path, pod: &Pod, server: &Backend, scraper: String) -> Self {
         let namespace = pod
             .env
             .iter()
@@ -772,7 +820,27 @@ impl Process {
             child,
             log,
             metrics,
+            scraper,
         }
+    }
+
+    /// The body of `path` on the telemetry port, read with no token (the probes' paths).
+    async fn probe(&self, path: &str) -> Option<String> {
+        https_get(&self.metrics, path, None)
+            .await
+            .map(|(_, body)| body)
+    }
+
+    /// The first value of metric `series`, scraped with the scraper's token; 0 if absent.
+    async fn metric(&self, series: &str) -> f64 {
+        let scraped = https_get(&self.metrics, "/metrics", Some(&self.scraper)).await;
+        scraped
+            .filter(|(status, _)| *status == 200)
+            .map(|(_, body)| body)
+            .unwrap_or_default()
+            .lines()
+            .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or(0.0)
     }
 
     /// Waits until this replica holds the Lease `reconcile-host` in the deployment's namespace
@@ -798,7 +866,7 @@ impl Process {
         .await;
         eventually_async("leader_election_master_status 1", || async {
             let series = "leader_election_master_status{name=\"reconcile-host\"}";
-            (metric(&self.metrics, series).await == 1.0).then_some(())
+            (self.metric(series).await == 1.0).then_some(())
         })
         .await;
     }
@@ -815,14 +883,56 @@ impl Drop for Process {
     }
 }
 
-/// The first value of metric `series` in `/metrics` of `address`, 0 if absent.
-async fn metric(address: &str, series: &str) -> f64 {
-    http_get(address, "/metrics")
+/// A token of ServiceAccount `scraper` in the deployment's namespace, bound to the shipped
+/// ClusterRole reconcile-host-metrics-reader (what docs/deploy.md tells a Prometheus to have).
+async fn scraper_token(server: &Backend) -> String {
+    let binding: ClusterRoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "reconcile-host-scraper"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "reconcile-host-metrics-reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": "scraper", "namespace": NAMESPACE}],
+    }))
+    .expect("a ClusterRoleBinding");
+    let bindings: Api<ClusterRoleBinding> = Api::all(server.client());
+    match bindings.create(&PostParams::default(), &binding).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(error) => panic!("cannot bind the scraper: {error}"),
+    }
+    account_token(server, "scraper").await
+}
+
+/// A token (TokenRequest, an hour) of ServiceAccount `name` in the deployment's namespace,
+/// made if missing.
+async fn account_token(server: &Backend, name: &str) -> String {
+    let accounts: Api<ServiceAccount> = Api::namespaced(server.client(), NAMESPACE);
+    let account = ServiceAccount {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        ..ServiceAccount::default()
+    };
+    match accounts.create(&PostParams::default(), &account).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(error) => panic!("cannot create ServiceAccount {name}: {error}"),
+    }
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..TokenRequestSpec::default()
+        }),
+        ..TokenRequest::default()
+    };
+    let issued = accounts
+        .create_token_request(name, &PostParams::default(), &request)
         .await
-        .unwrap_or_default()
-        .lines()
-        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or(0.0)
+        .unwrap_or_else(|e| panic!("a token of ServiceAccount {name}: {e}"));
+    issued
+        .status
+        .and_then(|status| status.token)
+        .expect("a TokenRequest's token")
 }
 
 #[tokio::test]
@@ -832,9 +942,9 @@ async fn the_base_runs_the_host_with_no_plugins_ready_and_leading() {
     let server = backend(&dir).await;
     let stored = apply(&dir, &base).await;
     let pod = Pod::lay_out(&dir.join("pod"), &stored);
-    let host = Process::start(&dir, &pod, &server);
+    let host = Process::start(&dir, &pod, &server, scraper_token(&server).await);
     let ready = eventually_async("the host ready", || async {
-        let body = http_get(&host.metrics, "/readyz?verbose").await?;
+        let body = host.probe("/readyz?verbose").await?;
         body.contains("readyz check passed").then_some(body)
     })
     .await;
@@ -845,11 +955,44 @@ async fn the_base_runs_the_host_with_no_plugins_ready_and_leading() {
             .any(|line| line.contains("API server") && line.contains("in-cluster service account")),
         "the host runs on its service account's credentials, as in a pod:\n{log}"
     );
-    assert_eq!(
-        http_get(&host.metrics, "/healthz").await.as_deref(),
-        Some("ok")
-    );
+    assert_eq!(host.probe("/healthz").await.as_deref(), Some("ok"));
     host.wait_leading(&dir).await;
+
+    // The telemetry port as a pod serves it: HTTPS; /metrics and /debug/* only for tokens the
+    // API server authenticates (TokenReview) and authorizes for the path (SubjectAccessReview).
+    let get = |path: &'static str, token: Option<String>| {
+        let metrics = host.metrics.clone();
+        async move {
+            https_get(&metrics, path, token.as_deref())
+                .await
+                .expect("an answer")
+        }
+    };
+    for path in ["/metrics", "/debug/recordings"] {
+        let (status, body) = get(path, None).await;
+        assert_eq!(status, 401, "{path} without a token: {body}");
+        let (status, body) = get(path, Some("not-a-token".to_owned())).await;
+        assert_eq!(status, 401, "{path} with a token nobody issued: {body}");
+    }
+    let (status, body) = get("/metrics", Some(host.scraper.clone())).await;
+    assert_eq!(status, 200, "the scraper's /metrics: {body}");
+    assert!(body.contains("leader_election_master_status"), "{body}");
+    if server.is_real() {
+        // RBAC is the real server's to decide: the scraper's role names /metrics only, and an
+        // account without a binding may read nothing.
+        let (status, body) = get("/debug/recordings", Some(host.scraper.clone())).await;
+        assert_eq!(
+            status, 403,
+            "/debug/recordings is not the scraper's: {body}"
+        );
+        let outsider = account_token(&server, "outsider").await;
+        let (status, body) = get("/metrics", Some(outsider)).await;
+        assert_eq!(status, 403, "an account without the role: {body}");
+        assert!(
+            body.contains("nonResourceURLs"),
+            "the refusal names the fix: {body}"
+        );
+    }
     drop(host);
     remove(&dir, &base, &server).await;
 }
@@ -877,12 +1020,11 @@ async fn the_host_runs_as_deployed_leads_and_reloads_the_plugin_when_its_config_
     let stored = apply(&dir, &overlay).await;
     let pod = Pod::lay_out(&dir.join("pod"), &stored);
 
-    let host = Process::start(&dir, &pod, &server);
-    let metrics = host.metrics.clone();
+    let host = Process::start(&dir, &pod, &server, scraper_token(&server).await);
 
     // Ready: every cache filled and the plugin loaded.
     eventually_async("the host ready with its plugin", || async {
-        let body = http_get(&metrics, "/readyz?verbose").await?;
+        let body = host.probe("/readyz?verbose").await?;
         (body.contains(&format!("[+]plugin/{PLUGIN} ok")) && body.contains("readyz check passed"))
             .then_some(())
     })
@@ -922,7 +1064,7 @@ async fn the_host_runs_as_deployed_leads_and_reloads_the_plugin_when_its_config_
     // Upgrade in place: a changed manifest, applied to the ConfigMap, reaches the pod as the
     // kubelet's ..data swap; the host rebuilds the plugin without a restart.
     let reloads = format!("plugin_reloads_total{{plugin=\"{PLUGIN}\",result=\"success\"}}");
-    assert_eq!(metric(&metrics, &reloads).await, 1.0, "{}", host.log());
+    assert_eq!(host.metric(&reloads).await, 1.0, "{}", host.log());
     let manifest = tree.join("plugins").join(PLUGIN).join("plugin.yaml");
     let text = std::fs::read_to_string(&manifest).expect("manifest");
     assert!(text.contains("\nconcurrency: 2\n"));
@@ -942,11 +1084,11 @@ async fn the_host_runs_as_deployed_leads_and_reloads_the_plugin_when_its_config_
     let mount = pod.path(&format!("/etc/reconcile-host/plugins/{PLUGIN}"));
     write_config_map(&mount, &pod.files(config_map), 2);
     eventually_async("the plugin reloaded", || async {
-        (metric(&metrics, &reloads).await >= 2.0).then_some(())
+        (host.metric(&reloads).await >= 2.0).then_some(())
     })
     .await;
     eventually_async("the rebuilt plugin serving", || async {
-        let body = http_get(&metrics, "/readyz?verbose").await?;
+        let body = host.probe("/readyz?verbose").await?;
         body.contains(&format!("[+]plugin/{PLUGIN} ok"))
             .then_some(())
     })
@@ -970,7 +1112,7 @@ async fn the_host_runs_as_deployed_leads_and_reloads_the_plugin_when_its_config_
     let workers =
         format!("controller_runtime_max_concurrent_reconciles{{controller=\"{PLUGIN}\"}}");
     eventually_async("the rebuilt controller with 3 workers", || async {
-        (metric(&metrics, &workers).await == 3.0).then_some(())
+        (host.metric(&workers).await == 3.0).then_some(())
     })
     .await;
     // The source deleted while the host runs: its finalizer removes the copies.

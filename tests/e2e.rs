@@ -21,6 +21,7 @@ mod lang_go;
 mod lang_javascript;
 mod lang_python;
 mod leader_fencing;
+mod monitoring;
 mod namespaced_plugins;
 mod new_plugin;
 mod oci_registry;

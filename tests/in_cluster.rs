@@ -461,11 +461,39 @@ fn rbac_puts_a_namespaced_plugin_and_namespaced_grants_in_roles() {
     ]);
     assert_eq!(code, Some(0), "{stderr}");
     let output = Output::parse(&stdout);
-    // Cluster-wide: the ConfigMap grant, which names no namespaces, and the host's reading of
-    // namespace kube-system (--include-host).
-    let [cluster, identity] = output.cluster_roles.as_slice() else {
-        panic!("two ClusterRoles: {output:#?}");
+    // Cluster-wide: the ConfigMap grant, which names no namespaces, and with --include-host the
+    // host's reading of namespace kube-system, the reviews of its secured telemetry port, and the
+    // role a scraper of /metrics is bound to.
+    let [cluster, identity, reviews, reader] = output.cluster_roles.as_slice() else {
+        panic!("four ClusterRoles: {output:#?}");
     };
+    assert_eq!(
+        reviews.metadata.name.as_deref(),
+        Some("tools-telemetry-reviews")
+    );
+    assert_eq!(
+        reviews.rules.clone().unwrap_or_default(),
+        vec![
+            rule("authentication.k8s.io", &["tokenreviews"], &["create"]),
+            rule(
+                "authorization.k8s.io",
+                &["subjectaccessreviews"],
+                &["create"]
+            ),
+        ]
+    );
+    assert_eq!(
+        reader.metadata.name.as_deref(),
+        Some("tools-metrics-reader")
+    );
+    assert_eq!(
+        reader.rules.clone().unwrap_or_default(),
+        vec![PolicyRule {
+            non_resource_urls: Some(vec!["/metrics".to_owned()]),
+            verbs: vec!["get".to_owned()],
+            ..PolicyRule::default()
+        }]
+    );
     assert_eq!(cluster.metadata.name.as_deref(), Some("tools"));
     assert_eq!(
         identity.metadata.name.as_deref(),

@@ -130,8 +130,14 @@ const CRD_VERBS: &[&str] = &[
 ];
 
 /// The create-only review kinds (served by `crate::auth::reviews`, nothing stored):
-/// `(group, plural, kind, namespaced)`. TokenReview is not served.
+/// `(group, plural, kind, namespaced)`.
 const REVIEWS: &[(&str, &str, &str, bool)] = &[
+    (
+        "authentication.k8s.io",
+        "tokenreviews",
+        "TokenReview",
+        false,
+    ),
     (
         "authentication.k8s.io",
         "selfsubjectreviews",

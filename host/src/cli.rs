@@ -127,6 +127,16 @@ pub struct RunArgs {
     /// Address of /metrics, /healthz and /readyz [default: 0.0.0.0:8080].
     #[arg(long, env = "RECONCILE_HOST_METRICS_ADDRESS", value_name = "ADDR")]
     pub metrics_address: Option<SocketAddr>,
+    /// Who may read /metrics and /debug/*: `kubernetes` (HTTPS, a bearer token the API server
+    /// authenticates and authorizes), `none` (plain HTTP), or `auto`: `kubernetes` in a cluster
+    /// [default: auto].
+    #[arg(
+        long,
+        env = "RECONCILE_HOST_TELEMETRY_AUTHORIZATION",
+        value_name = "MODE",
+        value_enum
+    )]
+    pub telemetry_authorization: Option<crate::config::TelemetryAuthorization>,
     /// Requests per second to the API server [default: 5].
     #[arg(long, env = "RECONCILE_HOST_QPS")]
     pub qps: Option<f64>,
@@ -168,7 +178,8 @@ pub struct RunArgs {
     #[arg(long, env = "RECONCILE_HOST_RECORD_DIR", value_name = "DIR")]
     pub record_dir: Option<PathBuf>,
     /// Serve each plugin's recorded reconciles on the telemetry port and take requests to
-    /// record a key there; the port has no authentication, so keep it private [default: false].
+    /// record a key there; bundles hold what plugins read, so serve them only behind
+    /// --telemetry-authorization or on a private port [default: false].
     #[arg(long, env = "RECONCILE_HOST_SERVE_RECORDINGS", value_name = "BOOL")]
     pub serve_recordings: Option<bool>,
 }
@@ -202,6 +213,10 @@ impl RunArgs {
         set(&mut le.retry_period, self.retry_period);
         set(&mut le.exit_on_loss, self.exit_on_lost_leadership);
         set(&mut config.telemetry.address, self.metrics_address);
+        set(
+            &mut config.telemetry.authorization,
+            self.telemetry_authorization,
+        );
         set(&mut config.client.qps, self.qps);
         set(&mut config.client.burst, self.burst);
         set(&mut config.plugin_client.qps, self.plugin_qps);

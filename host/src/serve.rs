@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::{self, ClientLimits};
 use crate::cluster_config::{ClusterConfig, ClusterSource, cluster_config};
-use crate::config::HostConfig;
+use crate::config::{HostConfig, TelemetryAuthorization, TelemetryConfig};
 use crate::delivery::objects::PluginObjects;
 use crate::delivery::oci::Registry;
 use crate::delivery::supervisor::Plugins;
@@ -19,7 +19,8 @@ use crate::election::{ElectionConfig, default_identity};
 use crate::exit::{EXIT_CONFIG, EXIT_INTERRUPTED};
 use crate::manifest::ApiRateLimit;
 use crate::runtime::{ElectionSettings, Runtime, RuntimeSettings};
-use crate::telemetry::Telemetry;
+use crate::telemetry::access::Access;
+use crate::telemetry::{Exposure, Telemetry};
 use crate::wasm::engine::{EngineSettings, PluginEngine};
 use crate::wasm::kube_api::KubeApis;
 use crate::wasm::module::ModuleLoader;
@@ -31,6 +32,23 @@ fn election_limits(retry_period: std::time::Duration) -> ClientLimits {
     ClientLimits::default()
         .qps((4.0 * attempts).max(5.0))
         .burst(10)
+}
+
+/// How the telemetry port is served: secured (HTTPS, the API server's checks with `client`)
+/// unless `telemetry.authorization` is `none` (`auto` is resolved before).
+fn exposure(telemetry: &TelemetryConfig, client: &kube::Client) -> anyhow::Result<Exposure> {
+    if telemetry.authorization == TelemetryAuthorization::None {
+        return Ok(Exposure::Open);
+    }
+    let files = telemetry
+        .tls
+        .cert_file
+        .as_deref()
+        .zip(telemetry.tls.key_file.as_deref());
+    Ok(Exposure::Secured {
+        access: Access::new(client.clone()),
+        tls: crate::telemetry::tls::server_config(files)?,
+    })
 }
 
 /// `run`: the host until a signal; a second signal exits at once. Exits 2 when no API server
@@ -64,6 +82,13 @@ pub(crate) async fn run(config: HostConfig) -> anyhow::Result<ExitCode> {
         }
     };
     tracing::info!(url = %kube_config.cluster_url, from = %origin, "API server");
+    let mut config = config;
+    if config.telemetry.authorization == TelemetryAuthorization::Auto {
+        config.telemetry.authorization = match origin {
+            crate::cluster_config::Origin::InCluster(_) => TelemetryAuthorization::Kubernetes,
+            crate::cluster_config::Origin::Kubeconfig(_) => TelemetryAuthorization::None,
+        };
+    }
     host(config, kube_config, lease_namespace).await
 }
 
@@ -106,8 +131,15 @@ async fn host(
     }
     let telemetry = Telemetry::new();
     let serving = CancellationToken::new();
+    let exposure = match exposure(&config.telemetry, &client) {
+        Ok(exposure) => exposure,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            return Ok(ExitCode::from(EXIT_CONFIG));
+        }
+    };
     let server = match telemetry
-        .serve(config.telemetry.address, serving.clone())
+        .serve(config.telemetry.address, exposure, serving.clone())
         .await
     {
         Ok(server) => server,
@@ -121,7 +153,6 @@ async fn host(
             return Ok(ExitCode::from(EXIT_CONFIG));
         }
     };
-    tracing::info!(address = %server.local_addr(), "serving /metrics, /healthz and /readyz");
     // Not ready until the API server answered and the plugins are loaded.
     let startup = telemetry.health().gate("startup").ok();
     let shutdown = CancellationToken::new();

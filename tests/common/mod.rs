@@ -9,6 +9,7 @@ pub mod faults;
 pub mod host;
 pub mod process;
 pub mod registry;
+pub mod secure_telemetry;
 pub mod twin;
 pub mod website;
 

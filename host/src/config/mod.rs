@@ -14,6 +14,9 @@
 //!   exitOnLoss: false
 //! telemetry:
 //!   address: 0.0.0.0:8080
+//!   authorization: auto                       # kubernetes (in a cluster: TLS, TokenReview and
+//!                                             # SubjectAccessReview for /metrics, /debug/*) or none
+//!   tls: {certFile: /tls/tls.crt, keyFile: /tls/tls.key}   # default: self-signed at start
 //! client:                                     # the host's own requests (informers)
 //!   qps: 5
 //!   burst: 10
@@ -52,15 +55,16 @@ mod identity;
 mod oci;
 mod quantity;
 mod recording;
+mod telemetry;
 mod tenants;
 
 pub use identity::{PluginIdentityConfig, ServiceAccountRef};
 pub use oci::OciSettings;
 pub use quantity::quantity;
 pub use recording::RecordingConfig;
+pub use telemetry::{TelemetryAuthorization, TelemetryConfig, TelemetryTls};
 pub use tenants::{CeilingsSettings, TenantCeilings, TenantsConfig};
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -199,22 +203,6 @@ pub enum ElectionMode {
     /// Every replica holds a Lease `<leaseName>-<identity>` and dispatches its share of the
     /// keys (docs/sharding.md).
     Sharded,
-}
-
-/// `telemetry:` settings.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct TelemetryConfig {
-    /// Where `/metrics`, `/healthz` and `/readyz` are served.
-    pub address: SocketAddr,
-}
-
-impl Default for TelemetryConfig {
-    fn default() -> Self {
-        Self {
-            address: SocketAddr::from(([0, 0, 0, 0], 8080)),
-        }
-    }
 }
 
 /// `client:` settings.
@@ -445,6 +433,13 @@ impl HostConfig {
             return invalid(
                 "pluginClient.burst",
                 "burst and maxBurst must be at least 1".into(),
+            );
+        }
+        let tls = &self.telemetry.tls;
+        if tls.cert_file.is_some() != tls.key_file.is_some() {
+            return invalid(
+                "telemetry.tls",
+                "give both certFile and keyFile, or neither (a self-signed certificate)".into(),
             );
         }
         self.tenants

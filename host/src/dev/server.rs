@@ -101,6 +101,8 @@ pub(super) async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
 
     config.leader_election.enabled = false;
     config.telemetry.address = args.metrics_address;
+    // `dev` serves its telemetry on loopback, open: plain HTTP, no checks.
+    config.telemetry.authorization = crate::config::TelemetryAuthorization::None;
     config.client.qps = 50.0;
     config.client.burst = 100;
     config.plugin_client.qps = 50.0;

@@ -22,7 +22,8 @@
 //!
 //! Rules of plugins that share a kind and place are merged; a namespace's rules already given
 //! cluster-wide are left out. The host's own Lease is not a plugin's need: it is added only with
-//! `--include-host`.
+//! `--include-host`, with the reviews the secured telemetry port makes and the ClusterRole a
+//! scraper of `/metrics` is bound to (`telemetry`).
 //!
 //! # Resource names
 //! A rule names the kind's resource (its plural). Without `--discover` it is derived from the
@@ -49,6 +50,7 @@ use label_selector::{is_dns_label, is_dns_subdomain};
 
 mod impersonation;
 mod rules;
+mod telemetry;
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
 pub use rules::{
@@ -286,6 +288,7 @@ pub async fn generate(args: &RbacArgs) -> Result<String, String> {
     if args.include_host {
         documents.extend(host_documents(args));
         documents.extend(cluster_identity_documents(args));
+        documents.extend(telemetry::documents(&args.name, &args.service_account));
         if !sources.is_empty() {
             documents.extend(plugin_object_documents(args, &sources));
         }
@@ -429,7 +432,9 @@ fn header(
         let _ = writeln!(
             out,
             "# Includes the host's own rules (--include-host): Role {0}-leader-election (its \
-             Lease) and ClusterRole {0}-cluster-identity (get namespace kube-system).",
+             Lease), ClusterRole {0}-cluster-identity (get namespace kube-system), ClusterRole \
+             {0}-telemetry-reviews (token and access reviews of the secured telemetry port) and \
+             ClusterRole {0}-metrics-reader (get /metrics; bind it to your scraper).",
             args.name
         );
     } else {

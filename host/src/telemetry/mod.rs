@@ -1,11 +1,12 @@
 //! Telemetry on one HTTP port: Prometheus metrics under client-go's and controller-runtime's
-//! names, liveness, and readiness aggregated from named checks.
+//! names, liveness, and readiness aggregated from named checks; in a cluster, served over HTTPS
+//! with `/metrics` and `/debug/*` for whom the API server authorizes ([`access`]).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
 //! use std::sync::Arc;
 //! use reconcile_host::queue::{RateLimitingQueue, default_controller_limiter};
-//! use reconcile_host::telemetry::Telemetry;
+//! use reconcile_host::telemetry::{Exposure, Telemetry};
 //! use tokio_util::sync::CancellationToken;
 //!
 //! let telemetry = Telemetry::new();
@@ -19,7 +20,7 @@
 //! let synced = telemetry.health().gate("cache/v1/ConfigMap")?;
 //!
 //! let shutdown = CancellationToken::new();
-//! let server = telemetry.serve("127.0.0.1:0".parse()?, shutdown.clone()).await?;
+//! let server = telemetry.serve("127.0.0.1:0".parse()?, Exposure::Open, shutdown.clone()).await?;
 //! println!("scrape http://{}/metrics", server.local_addr());
 //! synced.set_ready();
 //! shutdown.cancel();
@@ -27,6 +28,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod access;
 mod error;
 mod handle;
 mod health;
@@ -38,6 +40,7 @@ pub mod recordings;
 mod server;
 #[cfg(test)]
 mod tests;
+pub mod tls;
 
 pub use error::TelemetryError;
 pub use handle::Telemetry;
@@ -47,4 +50,4 @@ pub use metrics::{
     Metrics, ModuleSeries, PluginCosts, PluginFailures, RECONCILE_TIME_BUCKETS, SHADOW_OUTCOMES,
     ScrapeHook, ShadowMetrics, ShardMetrics, TenantMetrics, WORKQUEUE_BUCKETS,
 };
-pub use server::{OPENMETRICS_CONTENT_TYPE, Server};
+pub use server::{Exposure, OPENMETRICS_CONTENT_TYPE, Server};

@@ -1,4 +1,5 @@
-//! The telemetry HTTP server: `/metrics`, `/healthz` and `/readyz` on one port.
+//! The telemetry HTTP server: `/metrics`, `/debug/*`, `/healthz` and `/readyz` on one port,
+//! open over HTTP or secured (HTTPS, and the API server's checks: [`super::access`]).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -49,15 +50,16 @@ impl Telemetry {
             .with_state(self.clone())
     }
 
-    /// Binds `addr` (port 0 picks a free port) and serves [`router`](Telemetry::router) until
-    /// `shutdown` is cancelled; then stops accepting, lets requests in flight finish, and the
-    /// returned [`Server`] resolves.
+    /// Binds `addr` (port 0 picks a free port) and serves [`router`](Telemetry::router) as
+    /// `exposure` says until `shutdown` is cancelled; then stops accepting, lets requests in
+    /// flight finish, and the returned [`Server`] resolves.
     ///
     /// # Errors
     /// [`TelemetryError::Bind`] when `addr` cannot be bound.
     pub async fn serve(
         &self,
         addr: SocketAddr,
+        exposure: Exposure,
         shutdown: CancellationToken,
     ) -> Result<Server, TelemetryError> {
         let listener = tokio::net::TcpListener::bind(addr)
@@ -66,14 +68,42 @@ impl Telemetry {
         let local_addr = listener
             .local_addr()
             .map_err(|source| TelemetryError::Bind { addr, source })?;
-        let serving =
-            axum::serve(listener, self.router()).with_graceful_shutdown(shutdown.cancelled_owned());
-        tracing::info!(%local_addr, "serving /metrics, /healthz and /readyz");
-        Ok(Server {
-            local_addr,
-            task: tokio::spawn(async move { serving.await }),
-        })
+        let stopped = shutdown.cancelled_owned();
+        let task = match exposure {
+            Exposure::Open => {
+                tracing::info!(%local_addr, "serving /metrics, /healthz and /readyz (HTTP, open)");
+                let serving = axum::serve(listener, self.router()).with_graceful_shutdown(stopped);
+                tokio::spawn(async move { serving.await })
+            }
+            Exposure::Secured { access, tls } => {
+                tracing::info!(%local_addr,
+                    "serving /metrics, /healthz and /readyz (HTTPS; /metrics and /debug/* \
+                     for tokens the API server authorizes)");
+                let router = self.router().layer(axum::middleware::from_fn_with_state(
+                    access,
+                    super::access::guard,
+                ));
+                let listener = super::tls::TlsListener::new(listener, tls)
+                    .map_err(|source| TelemetryError::Bind { addr, source })?;
+                let serving = axum::serve(listener, router).with_graceful_shutdown(stopped);
+                tokio::spawn(async move { serving.await })
+            }
+        };
+        Ok(Server { local_addr, task })
     }
+}
+
+/// How the telemetry port is served.
+pub enum Exposure {
+    /// Plain HTTP, every path open to whoever reaches the port.
+    Open,
+    /// HTTPS with `tls`; every path but `/healthz` and `/readyz` behind `access`.
+    Secured {
+        /// The checks with the API server.
+        access: super::access::Access,
+        /// The certificate served.
+        tls: std::sync::Arc<rustls::ServerConfig>,
+    },
 }
 
 /// A running telemetry server; see [`Telemetry::serve`].
@@ -240,7 +270,7 @@ mod tests {
             .expect("bind a free port");
         let addr = taken.local_addr().expect("bound");
         let error = Telemetry::new()
-            .serve(addr, CancellationToken::new())
+            .serve(addr, Exposure::Open, CancellationToken::new())
             .await
             .expect_err("the port is taken");
         assert!(matches!(error, TelemetryError::Bind { addr: a, .. } if a == addr));

@@ -1,0 +1,42 @@
+//! What the secured telemetry port needs (`telemetry.authorization: kubernetes`): the host may
+//! ask the API server to review tokens and access (`<name>-telemetry-reviews`, bound to the
+//! host), and a ClusterRole that lets a Prometheus scraper read `/metrics`
+//! (`<name>-metrics-reader`, left for the operator to bind to the scraper's account).
+
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
+
+use super::rules::{cluster_role, meta, yaml};
+
+/// The reviews the host makes of each request to `/metrics` and `/debug/*`.
+fn review_rules() -> Vec<PolicyRule> {
+    vec![
+        PolicyRule {
+            api_groups: Some(vec!["authentication.k8s.io".to_owned()]),
+            resources: Some(vec!["tokenreviews".to_owned()]),
+            verbs: vec!["create".to_owned()],
+            ..PolicyRule::default()
+        },
+        PolicyRule {
+            api_groups: Some(vec!["authorization.k8s.io".to_owned()]),
+            resources: Some(vec!["subjectaccessreviews".to_owned()]),
+            verbs: vec!["create".to_owned()],
+            ..PolicyRule::default()
+        },
+    ]
+}
+
+/// The ClusterRole and binding of the reviews, and the scraper's ClusterRole (unbound).
+pub(super) fn documents(name: &str, host: &(String, String)) -> Vec<String> {
+    let mut documents =
+        cluster_role(&format!("{name}-telemetry-reviews"), review_rules(), host).to_vec();
+    documents.push(yaml(&ClusterRole {
+        metadata: meta(&format!("{name}-metrics-reader"), None),
+        rules: Some(vec![PolicyRule {
+            non_resource_urls: Some(vec!["/metrics".to_owned()]),
+            verbs: vec!["get".to_owned()],
+            ..PolicyRule::default()
+        }]),
+        ..ClusterRole::default()
+    }));
+    documents
+}
