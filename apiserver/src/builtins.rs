@@ -15,6 +15,9 @@ use k8s_openapi::{ListableResource, NamespaceResourceScope, Resource};
 /// What k8s-openapi says about one kind.
 #[derive(Debug, Clone, Copy)]
 pub struct Kind {
+    /// Decodes an object of the kind into its k8s-openapi type: `Err` with serde's reason when
+    /// a field has the wrong type (what a real server's decoding into the Go type refuses).
+    pub decode: fn(&serde_json::Value) -> Result<(), String>,
     /// Group, empty for core.
     pub group: &'static str,
     /// Version.
@@ -29,10 +32,11 @@ pub struct Kind {
 
 fn kind<K>() -> Kind
 where
-    K: Resource + ListableResource,
+    K: Resource + ListableResource + serde::de::DeserializeOwned,
     K::Scope: 'static,
 {
     Kind {
+        decode: decodes::<K>,
         group: K::GROUP,
         version: K::VERSION,
         kind: K::KIND,
@@ -40,6 +44,12 @@ where
         namespaced: std::any::TypeId::of::<K::Scope>()
             == std::any::TypeId::of::<NamespaceResourceScope>(),
     }
+}
+
+fn decodes<K: serde::de::DeserializeOwned>(object: &serde_json::Value) -> Result<(), String> {
+    K::deserialize(object)
+        .map(|_| ())
+        .map_err(|error| error.to_string())
 }
 
 macro_rules! kinds {

@@ -118,6 +118,7 @@ impl Cluster {
         {
             o.remove("status");
         }
+        crate::typed::check(res, &obj)?;
         let crd = self.prepare_special_create(res, &mut obj)?;
         defaults::apply(res, &mut obj);
         validation::normalize(res, &mut obj);

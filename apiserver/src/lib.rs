@@ -22,6 +22,7 @@ mod resources;
 mod server;
 mod store;
 mod tls;
+mod typed;
 mod update;
 mod util;
 mod validation;

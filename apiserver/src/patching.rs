@@ -102,6 +102,7 @@ impl Cluster {
                 check_rv(res, name, current, sent)?;
             }
             check_name(res, ns, name, &patched)?;
+            crate::typed::check_patched(res, &patched)?;
             Ok(patched)
         }, part)?;
         Ok((out.bytes, false))

@@ -120,6 +120,7 @@ impl Cluster {
                     candidate
                 }
             };
+            crate::typed::check(res, &next)?;
             keep_server_fields(&current, &mut next, res);
             defaults::apply(res, &mut next);
             // Kept from the stored object, so unchanged and not newly owned by this writer.

@@ -13,9 +13,29 @@ use crate::util::base64;
 /// The most bytes of data a ConfigMap or Secret may hold (upstream `core.MaxSecretSize`).
 pub const MAX_DATA_BYTES: usize = 1024 * 1024;
 
-/// Normalises a Secret as upstream's v1 conversion does: each `stringData` entry is written
+/// Normalises as upstream's decoding and v1 conversion do: line breaks leave the base64 of a
+/// ConfigMap's `binaryData` and a Secret's `data`; each `stringData` entry of a Secret is written
 /// into `data` (base64, overriding an entry of the same key) and `stringData` is dropped.
 pub fn normalize(res: &Resource, obj: &mut Value) {
+    // `[]byte` fields are decoded and encoded again upstream: line breaks in their base64
+    // (which Go's decoder skips) are gone from what is stored.
+    let bytes_field = match (res.group.as_str(), res.kind.as_str()) {
+        ("", "ConfigMap") => Some("binaryData"),
+        ("", "Secret") => Some("data"),
+        _ => None,
+    };
+    if let Some(entries) = bytes_field
+        .and_then(|field| obj.get_mut(field))
+        .and_then(Value::as_object_mut)
+    {
+        for value in entries.values_mut() {
+            if let Value::String(text) = value
+                && text.contains(['\r', '\n'])
+            {
+                *text = text.replace(['\r', '\n'], "");
+            }
+        }
+    }
     if !(res.group.is_empty() && res.kind == "Secret") {
         return;
     }

@@ -10,7 +10,7 @@ use anyhow::{Context, bail, ensure};
 use parking_lot::Mutex;
 use reconcile_host::controller::{Action, Controller, ObjectKey, Reconciler, Request};
 use reconcile_host::queue::{ItemExponential, RateLimitingQueue};
-use reconcile_host::telemetry::{OPENMETRICS_CONTENT_TYPE, Telemetry};
+use reconcile_host::telemetry::{Exposure, OPENMETRICS_CONTENT_TYPE, Telemetry};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
@@ -173,7 +173,7 @@ async fn serve(
 ) -> anyhow::Result<(reconcile_host::telemetry::Server, CancellationToken)> {
     let shutdown = CancellationToken::new();
     let server = telemetry
-        .serve("127.0.0.1:0".parse()?, shutdown.clone())
+        .serve("127.0.0.1:0".parse()?, Exposure::Open, shutdown.clone())
         .await
         .context("failed to start the telemetry server")?;
     Ok((server, shutdown))
