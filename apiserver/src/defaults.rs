@@ -8,9 +8,11 @@ use serde_json::{Value, json};
 use crate::resources::Resource;
 
 /// Fills in the defaults of `obj` (a write of kind `res`), before the writer's managed fields
-/// are recorded (upstream defaults while decoding, so the writer owns them).
+/// are recorded (upstream defaults while decoding, so the writer owns them); a custom resource
+/// is pruned and defaulted by its CRD's schema ([`crate::structural`]).
 pub fn apply(res: &Resource, obj: &mut Value) {
     if res.crd.is_some() {
+        crate::structural::apply(res, obj);
         return;
     }
     match (res.group.as_str(), res.kind.as_str()) {

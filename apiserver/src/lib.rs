@@ -21,6 +21,7 @@ mod patching;
 mod resources;
 mod server;
 mod store;
+mod structural;
 mod tls;
 mod typed;
 mod update;

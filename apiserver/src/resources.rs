@@ -33,6 +33,9 @@ pub struct Resource {
     /// A CRD version's `additionalPrinterColumns` (`name`, `type`, `format`, `description`,
     /// `priority`, `jsonPath`), as written; empty: the Name and Age columns.
     pub columns: Vec<Value>,
+    /// A CRD version's `schema.openAPIV3Schema`, which prunes and defaults its objects
+    /// ([`crate::structural`]); `None` for built-in kinds.
+    pub schema: Option<std::sync::Arc<Value>>,
 }
 
 impl Resource {
@@ -187,6 +190,7 @@ fn reviews() -> impl Iterator<Item = Resource> {
             verbs: vec!["create"],
             crd: None,
             columns: Vec::new(),
+            schema: None,
         })
 }
 
@@ -210,6 +214,7 @@ pub fn builtins() -> Vec<Resource> {
                 verbs: extras.verbs.unwrap_or(ALL_VERBS).to_vec(),
                 crd: None,
                 columns: Vec::new(),
+                schema: None,
             }
         })
         .chain(reviews())
@@ -381,6 +386,11 @@ pub fn crd_resources(crd: &Value) -> Result<Vec<Resource>, String> {
                 .and_then(Value::as_array)
                 .cloned()
                 .unwrap_or_default(),
+            schema: v
+                .pointer("/schema/openAPIV3Schema")
+                .filter(|schema| schema.is_object())
+                .cloned()
+                .map(std::sync::Arc::new),
         });
     }
     Ok(out)

@@ -231,7 +231,12 @@ fn aggregated(cluster: &Cluster, core: bool, version: &str) -> Response {
 fn aggregated_resource(r: &Resource) -> Value {
     // Empty group and version mean "this group version", as upstream writes them for every
     // resource (and status subresource) whose kind lives in the group version it is served in.
-    let gvk = json!({"group": "", "version": "", "kind": r.kind});
+    // Upstream's built-in kinds leave the group and version empty; a CRD's names them.
+    let gvk = if r.crd.is_some() {
+        json!({"group": r.group, "version": r.version, "kind": r.kind})
+    } else {
+        json!({"group": "", "version": "", "kind": r.kind})
+    };
     let mut doc = json!({
         "resource": r.plural,
         "responseKind": gvk,
