@@ -348,6 +348,12 @@ fn invalid_details(kind: &str, name: &str, problems: &[String]) -> Value {
         .iter()
         .find(|(prefix, _)| rest.starts_with(prefix))
         .map_or("FieldValueInvalid", |(_, reason)| reason);
+        // A schema type error reads "Invalid value" too, with its own reason upstream.
+        let reason = if rest.contains(" in body must be of type ") {
+            "FieldValueTypeInvalid"
+        } else {
+            reason
+        };
         json!({"reason": reason, "message": rest, "field": field})
     };
     details["causes"] = problems.iter().map(|p| cause(p.as_str())).collect();

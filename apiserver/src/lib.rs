@@ -19,6 +19,7 @@ mod metadata;
 pub mod patch;
 mod patching;
 mod resources;
+mod schema_check;
 mod server;
 mod store;
 mod structural;

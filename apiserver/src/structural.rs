@@ -9,8 +9,8 @@
 //! - **defaulting**: a missing property whose schema has a `default` gets it, at every depth the
 //!   object has (a default is not applied under an absent parent).
 //!
-//! What is not done here: validation against the schema (types, `required`, `enum`, bounds),
-//! and `metadata` pruned to ObjectMeta's fields.
+//! Validation against the schema follows, with the kind's validation ([`crate::schema_check`]).
+//! Not done: `metadata` pruned to ObjectMeta's fields.
 
 use serde_json::{Map, Value};
 

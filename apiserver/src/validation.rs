@@ -77,7 +77,7 @@ fn validate_write(res: &Resource, obj: &Value, current: Option<&Value>) -> Resul
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let kind = if res.group.is_empty() || res.crd.is_some() {
+    let kind = if res.group.is_empty() {
         res.kind.clone()
     } else {
         format!("{}.{}", res.kind, res.group)
@@ -90,6 +90,7 @@ fn validate_write(res: &Resource, obj: &Value, current: Option<&Value>) -> Resul
     if res.group.is_empty() {
         problems.extend(data_problems(res, obj));
     }
+    problems.extend(crate::schema_check::problems(res, obj));
     if problems.is_empty() {
         Ok(())
     } else {
