@@ -59,6 +59,10 @@ pub enum Command {
     /// bytes, and print the first host calls or the outcome that differ. Exits 0 when nothing
     /// differs, 1 when something does, 2 on bad input.
     Replay(crate::tools::ReplayArgs),
+    /// `kubectl reconcile`: why an object was reconciled, on every replica, and which plugins
+    /// are busy; read through the API server. Run `reconcile-host kubectl install` once, then
+    /// `kubectl reconcile why configmap/settings`.
+    Kubectl(crate::kubectl::KubectlArgs),
     /// Print the RBAC objects (ClusterRole, Roles, bindings) that plugin manifests need, as
     /// YAML for `kubectl apply -f -`. Exits 2 when a manifest is unusable.
     Rbac(Box<crate::rbac::RbacArgs>),
@@ -250,7 +254,7 @@ impl Command {
             Command::Dev(_) => "info,reconcile_host::controller=debug",
             Command::Run(_) => "info",
             Command::Check(_) | Command::Rbac(_) | Command::Crd | Command::New(_) => "warn",
-            Command::Push(_) | Command::Pull(_) => "warn",
+            Command::Push(_) | Command::Pull(_) | Command::Kubectl(_) => "warn",
             #[cfg(feature = "guest-toolchain")]
             Command::Bindings(_) | Command::Componentize(_) => "warn",
             Command::Reconcile(_) | Command::Replay(_) => "info",
@@ -290,6 +294,7 @@ pub async fn main(cli: Cli) -> ExitCode {
         Command::Check(args) => crate::tools::check(args).await,
         Command::Reconcile(args) => crate::tools::reconcile(args).await,
         Command::Replay(args) => crate::tools::replay(args).await,
+        Command::Kubectl(args) => crate::kubectl::kubectl(args).await,
     }
 }
 

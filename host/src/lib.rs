@@ -16,6 +16,7 @@ pub mod exit;
 pub mod file_changes;
 pub mod heap;
 pub mod informer;
+pub mod kubectl;
 pub mod leftovers;
 pub mod manifest;
 pub mod queue;

@@ -103,13 +103,15 @@ async fn host(
         .burst(config.client.burst);
     let client =
         client::client(kube_config.clone(), &limits).context("cannot build the API client")?;
+    // This process's name among the replicas: its Lease identity, and how it signs its answers.
+    let replica = default_identity();
     // Where the host's own Leases live: no plugin grant may reach them.
     let host_leases = (config.leader_election.enabled).then(|| lease_namespace.clone());
     let election = config.leader_election.enabled.then(|| ElectionSettings {
         lease_namespace,
         lease_name: config.leader_election.lease_name.clone(),
         config: ElectionConfig {
-            identity: default_identity(),
+            identity: replica.clone(),
             lease_duration: config.leader_election.lease_duration,
             renew_deadline: config.leader_election.renew_deadline,
             retry_period: config.leader_election.retry_period,
@@ -130,6 +132,7 @@ async fn host(
         }
     }
     let telemetry = Telemetry::new();
+    telemetry.histories().set_replica(&replica);
     let serving = CancellationToken::new();
     let exposure = match exposure(&config.telemetry, &client) {
         Ok(exposure) => exposure,
@@ -196,7 +199,7 @@ async fn host(
             client.clone(),
             registry(&config),
             config.plugin_objects_dir(),
-            default_identity(),
+            replica.clone(),
         )
     }) {
         None => None,

@@ -4,6 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::causes::Taken;
 use super::key::ObjectKey;
 
 /// What a successful reconcile asks of the queue (SEMANTICS rule 11).
@@ -27,6 +28,8 @@ pub struct Request<O> {
     pub object: Option<Arc<O>>,
     /// How many times this key has been requeued for failure since its last success.
     pub requeues: u32,
+    /// Why the key was queued since its last reconcile.
+    pub causes: Arc<Taken>,
 }
 
 /// Reconciles one key. Errors become rate-limited retries; they never stop the controller.

@@ -9,6 +9,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::causes::{Cause, Causes, Why};
 use super::key::ObjectKey;
 use super::reconciler::{Action, ObjectLookup, Reconciler, Request};
 use super::unhandled::Unhandled;
@@ -56,6 +57,8 @@ struct Shared<R: Reconciler> {
     gate: Option<(Arc<Gate>, Placement)>,
     /// Told of every reconcile that starts.
     unhandled: Option<Arc<Unhandled>>,
+    /// Why each queued key is queued.
+    causes: Arc<Causes>,
 }
 
 /// Reconciles the keys of one queue with a fixed number of workers.
@@ -120,6 +123,7 @@ impl<R: Reconciler> Controller<R> {
                 fence: Fence::always_open(),
                 gate: None,
                 unhandled: None,
+                causes: Arc::default(),
             }),
             workers: workers.max(1),
         }
@@ -152,6 +156,22 @@ impl<R: Reconciler> Controller<R> {
             shared.unhandled = Some(unhandled);
         }
         self
+    }
+
+    /// Notes the causes of its keys in `causes` (shared with whoever adds keys to its queue),
+    /// and hands each reconcile those of its key.
+    #[must_use]
+    pub fn with_causes(mut self, causes: Arc<Causes>) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.causes = causes;
+        }
+        self
+    }
+
+    /// Why its queued keys are queued.
+    #[must_use]
+    pub fn causes(&self) -> &Arc<Causes> {
+        &self.shared.causes
     }
 
     /// The queue informers feed.
@@ -199,6 +219,7 @@ async fn worker<R: Reconciler>(
                 Admission::Admitted(ticket) => Some(ticket),
                 Admission::NotMine => {
                     // Its owner has it queued, or queues it from its cache when it takes it.
+                    shared.causes.forget(&key);
                     queue.forget(&key);
                     queue.done(&key);
                     continue;
@@ -221,10 +242,12 @@ async fn worker<R: Reconciler>(
             intake.cancelled().await;
             return;
         }
+        let causes = Arc::new(shared.causes.take(&key));
         let request = Request {
             object: shared.lookup.lookup(&key),
             requeues: queue.num_requeues(&key),
             key: key.clone(),
+            causes: Arc::clone(&causes),
         };
         if let Some(unhandled) = &shared.unhandled {
             unhandled.started(&key);
@@ -249,6 +272,7 @@ async fn worker<R: Reconciler>(
         drop(ticket);
         let Some(result) = result else {
             // Aborted mid-reconcile: hand the key back so the next run reconciles it.
+            shared.causes.restore(&key, Arc::unwrap_or_clone(causes));
             queue.add(key.clone());
             queue.done(&key);
             if abort.is_cancelled() {
@@ -256,24 +280,51 @@ async fn worker<R: Reconciler>(
             }
             continue;
         };
-        let (completion, outcome) = match result {
-            Ok(Action::Done) => (Completion::Done, Outcome::Success),
-            Ok(Action::Requeue) => (Completion::Requeue, Outcome::Requeue),
-            Ok(Action::RequeueAfter(delay)) => {
-                (Completion::RequeueAfter(delay), Outcome::RequeueAfter)
-            }
+        let (completion, outcome, again) = match result {
+            Ok(Action::Done) => (Completion::Done, Outcome::Success, None),
+            Ok(Action::Requeue) => (Completion::Requeue, Outcome::Requeue, Some(Why::Requeue)),
+            Ok(Action::RequeueAfter(delay)) => (
+                Completion::RequeueAfter(delay),
+                Outcome::RequeueAfter,
+                Some(Why::RequeueAfter(delay)),
+            ),
             Err(error) => {
                 tracing::warn!(parent: &span, error = &error as &dyn std::error::Error,
                     "reconcile failed; retrying with backoff");
-                (Completion::Failed, Outcome::Error)
+                let why = Why::Retry(retry_reason(&error));
+                (Completion::Failed, Outcome::Error, Some(why))
             }
         };
         if outcome != Outcome::Error {
             tracing::debug!(parent: &span, result = outcome.label(), took = ?elapsed, "reconciled");
         }
         shared.metrics.reconciled(outcome, elapsed);
-        queue.complete(key, completion);
+        // The cause of the key's next run, due when the queue gives the key back.
+        let causes = &shared.causes;
+        queue.complete_then(key.clone(), completion, |delay| {
+            if let Some(why) = again {
+                causes.note(&key, Cause::after(why, delay));
+            }
+        });
     }
+}
+
+/// The longest error text a retry's cause keeps.
+const RETRY_REASON_MAX: usize = 512;
+
+/// What a failed reconcile's retry says of the failure: its error chain, cut to
+/// [`RETRY_REASON_MAX`] bytes.
+fn retry_reason(error: &dyn std::error::Error) -> String {
+    let mut text = crate::error_chain(error);
+    if text.len() > RETRY_REASON_MAX {
+        let mut end = RETRY_REASON_MAX;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
 }
 
 /// Hooks for controller-runtime's reconcile metrics; every method has a no-op default.

@@ -32,6 +32,7 @@ struct Call {
     object: Option<String>,
     requeues: u32,
     at: Duration,
+    causes: Vec<&'static str>,
 }
 
 struct Scripted {
@@ -60,6 +61,15 @@ impl Scripted {
         })
     }
 
+    fn causes_for(&self, key: &str) -> Vec<Vec<&'static str>> {
+        self.calls
+            .lock()
+            .iter()
+            .filter(|call| call.key == key)
+            .map(|call| call.causes.clone())
+            .collect()
+    }
+
     fn calls_for(&self, key: &str) -> Vec<(u32, Duration)> {
         self.calls
             .lock()
@@ -84,11 +94,14 @@ impl Reconciler for Arc<Scripted> {
             );
             self.max_running.fetch_max(running.len(), Ordering::SeqCst);
         }
+        // Cleared however the reconcile ends, an abort included.
+        let _busy = Busy(&self.running, key.clone());
         self.calls.lock().push(Call {
             key: key.clone(),
             object: request.object.as_deref().cloned(),
             requeues: request.requeues,
             at: self.start.elapsed(),
+            causes: request.causes.causes.iter().map(|c| c.why.name()).collect(),
         });
         let step = self
             .steps
@@ -105,9 +118,17 @@ impl Reconciler for Arc<Scripted> {
             }
             Step::Hang => std::future::pending().await,
         };
-        self.running.lock().remove(&key);
         self.finished.fetch_add(1, Ordering::SeqCst);
         result
+    }
+}
+
+/// Marks a key as being reconciled until dropped.
+struct Busy<'a>(&'a Mutex<HashSet<String>>, String);
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.lock().remove(&self.1);
     }
 }
 
@@ -156,6 +177,62 @@ fn run(controller: &Arc<Controller<Arc<Scripted>>>) -> Running {
 
 fn add(controller: &Controller<Arc<Scripted>>, key: &str) {
     controller.queue().add(ObjectKey::parse(key));
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_reconcile_is_told_why_its_key_was_queued() {
+    let reconciler = Scripted::new(&[(
+        "ns/a",
+        &[
+            Step::Fail,
+            Step::Return(Action::Requeue),
+            Step::Return(Action::RequeueAfter(Duration::from_secs(1))),
+            Step::Return(Action::Done),
+        ],
+    )]);
+    let controller = controller(&reconciler, &[], 1);
+    let key = ObjectKey::parse("ns/a");
+    controller.causes().note(&key, Cause::now(Why::Added));
+    controller.causes().note(&key, Cause::now(Why::Modified));
+    let running = run(&controller);
+    add(&controller, "ns/a");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        reconciler.causes_for("ns/a"),
+        [
+            vec!["added", "modified"],
+            vec!["retry"],
+            vec!["requeue"],
+            vec!["requeue-after"],
+        ]
+    );
+    assert!(controller.causes().is_empty(), "nothing left behind");
+    running.intake.cancel();
+    running.done.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_aborted_reconcile_gives_its_causes_back_to_the_next() {
+    let reconciler = Scripted::new(&[("ns/a", &[Step::Hang, Step::Return(Action::Done)])]);
+    let controller = controller(&reconciler, &[], 1);
+    let key = ObjectKey::parse("ns/a");
+    controller.causes().note(&key, Cause::now(Why::Added));
+    let running = run(&controller);
+    add(&controller, "ns/a");
+    tokio::time::sleep(ms(10)).await;
+    controller.causes().note(&key, Cause::now(Why::Modified));
+    add(&controller, "ns/a");
+    running.intake.cancel();
+    running.abort.cancel();
+    running.done.await.unwrap();
+    let running = run(&controller);
+    tokio::time::sleep(ms(10)).await;
+    assert_eq!(
+        reconciler.causes_for("ns/a"),
+        [vec!["added"], vec!["added", "modified"]]
+    );
+    running.intake.cancel();
+    running.done.await.unwrap();
 }
 
 // Rule 11.

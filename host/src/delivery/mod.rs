@@ -5,6 +5,7 @@
 //! shadows and canaries and keep recordings.
 
 pub mod health;
+pub mod history;
 pub mod loader;
 pub mod objects;
 pub mod oci;

@@ -2,15 +2,17 @@
 //! current module, on a fresh instance (or a reused one, if the manifest opts in).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use parking_lot::RwLock;
 
+use super::history::{Ended, Entry, History};
 use crate::controller::{Action, Reconciler, Request};
 use crate::informer::CachedObject;
 use crate::telemetry::{Metrics, ModuleSeries, PluginCosts, PluginFailures};
 use crate::upgrade::recordings::PluginRecordings;
 use crate::upgrade::shadow::{Answer, OwnedRequest, ShadowRunner};
+use crate::wasm::api_notes::ApiNotes;
 use crate::wasm::bindings::{self, Kind, ObjectRef};
 use crate::wasm::context::PluginContext;
 use crate::wasm::invoke::{self, GuestFailure, InstancePool, RequestView, TargetView};
@@ -84,6 +86,7 @@ pub struct Plugin {
     canary: Option<(LabelSelector, Arc<Loaded>)>,
     shadow: Option<Arc<ShadowRunner>>,
     recordings: Option<Arc<PluginRecordings>>,
+    history: Option<Arc<History>>,
     probation: parking_lot::Mutex<Option<Probation>>,
     rejected: parking_lot::Mutex<Option<String>>,
     failures: Option<PluginFailures>,
@@ -117,6 +120,7 @@ impl Plugin {
             canary: None,
             shadow: None,
             recordings: None,
+            history: None,
             probation: parking_lot::Mutex::new(None),
             rejected: parking_lot::Mutex::new(None),
             failures,
@@ -163,6 +167,13 @@ impl Plugin {
     #[must_use]
     pub fn with_recordings(mut self, recordings: Arc<PluginRecordings>) -> Self {
         self.recordings = Some(recordings);
+        self
+    }
+
+    /// Keeps each reconcile's causes, outcome and API calls in `history`.
+    #[must_use]
+    pub fn with_history(mut self, history: Arc<History>) -> Self {
+        self.history = Some(history);
         self
     }
 
@@ -292,16 +303,22 @@ impl Plugin {
         object: Option<String>,
         requeues: u32,
     ) -> Result<bindings::Action, PluginError> {
-        self.call_view(RequestView::of(&target, object.as_deref(), requeues), false)
-            .await
+        self.call_view(
+            RequestView::of(&target, object.as_deref(), requeues),
+            false,
+            &mut Ran::default(),
+        )
+        .await
     }
 
     /// [`call`](Self::call) with a request borrowing its strings; to the canary's module if
     /// `canary` and the plugin has one.
+    /// What ran is told in `ran`.
     async fn call_view(
         &self,
         request: RequestView<'_>,
         canary: bool,
+        ran: &mut Ran,
     ) -> Result<bindings::Action, PluginError> {
         let loaded = match &self.canary {
             Some((_, loaded)) if canary => Arc::clone(loaded),
@@ -377,6 +394,8 @@ impl Plugin {
             tokio::spawn(Arc::clone(shadow).run(admitted, owned, Answer::of(&result)));
         }
         self.judge(&loaded, &result);
+        ran.calls = std::mem::take(&mut session.api_calls);
+        ran.module = Some(Arc::clone(&loaded.module));
         result.map_err(|failure| {
             if let Some(failures) = &self.failures {
                 failures.failed(failure.reason());
@@ -388,6 +407,13 @@ impl Plugin {
             }
         })
     }
+}
+
+/// What a call ran: its module and the API calls it made.
+#[derive(Debug, Default)]
+struct Ran {
+    module: Option<Arc<Module>>,
+    calls: ApiNotes,
 }
 
 /// How often, at most, a plugin is warned about requeue-after answers below its minimum.
@@ -462,7 +488,10 @@ impl Reconciler for PluginReconciler {
             })
         });
         let health = &self.plugin.health;
-        let action = match self.plugin.call_view(view, canary).await {
+        let mut ran = Ran::default();
+        let (started, clock) = (SystemTime::now(), std::time::Instant::now());
+        let result = self.plugin.call_view(view, canary, &mut ran).await;
+        let action = match result {
             Ok(action) => {
                 health.succeeded(&request.key);
                 action
@@ -471,10 +500,63 @@ impl Reconciler for PluginReconciler {
                 health.failed(&request.key, error.failure.reason(), || {
                     crate::error_chain(&error.failure)
                 });
+                if let Some(history) = &self.plugin.history {
+                    let ended =
+                        Ended::Error(error.failure.reason(), crate::error_chain(&error.failure));
+                    history.keep(
+                        &request.key,
+                        entry(&request, ran, canary, started, clock, ended),
+                    );
+                }
                 return Err(error);
             }
         };
-        Ok(match action {
+        let action = self.action(&request.key, action);
+        if let Some(history) = &self.plugin.history {
+            let ended = match action {
+                Action::Done => Ended::Success,
+                Action::Requeue => Ended::Requeue,
+                Action::RequeueAfter(delay) => Ended::RequeueAfter(delay),
+            };
+            history.keep(
+                &request.key,
+                entry(&request, ran, canary, started, clock, ended),
+            );
+        }
+        Ok(action)
+    }
+}
+
+/// The history's entry of a reconcile of `request` that started at `started` (`clock`).
+fn entry(
+    request: &Request<CachedObject>,
+    ran: Ran,
+    canary: bool,
+    started: SystemTime,
+    clock: std::time::Instant,
+    ended: Ended,
+) -> Entry {
+    Entry {
+        started,
+        took: clock.elapsed(),
+        module: ran
+            .module
+            .map(|module| module.digest().to_owned())
+            .unwrap_or_default(),
+        canary,
+        retries: request.requeues,
+        causes: Arc::clone(&request.causes),
+        ended,
+        calls: ran.calls,
+        trace_id: None,
+    }
+}
+
+impl PluginReconciler {
+    /// The controller's action for the guest's `action`, a requeue-after raised to the
+    /// plugin's minimum.
+    fn action(&self, key: &crate::controller::ObjectKey, action: bindings::Action) -> Action {
+        match action {
             bindings::Action::Done => Action::Done,
             bindings::Action::Requeue => Action::Requeue,
             bindings::Action::RequeueAfter(ms) => {
@@ -483,10 +565,10 @@ impl Reconciler for PluginReconciler {
                 let minimum = context.manifest.limits.min_requeue_after;
                 if asked < minimum {
                     context.hot_requeues.inc();
-                    self.warn_hot_requeue(&request.key, asked, minimum);
+                    self.warn_hot_requeue(key, asked, minimum);
                 }
                 Action::RequeueAfter(asked.max(minimum))
             }
-        })
+        }
     }
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use super::change::{Change, Handler};
 use super::object::CachedObject;
-use crate::controller::{ObjectKey, Unhandled};
+use crate::controller::{Cause, Causes, ObjectKey, Origin, Unhandled, Why};
 use crate::queue::RateLimitingQueue;
 
 /// Filters on update events (SEMANTICS rule 14). Updates whose resourceVersion did not change
@@ -26,6 +26,8 @@ pub struct Enqueue {
     admit: Option<KeyFilter>,
     /// Where every key's change is noted, before the filter.
     unhandled: Option<Arc<Unhandled>>,
+    /// Where the cause of every key queued is noted, with the kind of the informer it watches.
+    causes: Option<(Arc<Causes>, Arc<str>)>,
 }
 
 impl std::fmt::Debug for Enqueue {
@@ -44,6 +46,7 @@ impl Enqueue {
             queue,
             admit: Some(admit),
             unhandled: None,
+            causes: None,
         }
     }
 
@@ -54,6 +57,13 @@ impl Enqueue {
         self
     }
 
+    /// Also notes the cause of every key it queues in `causes`: the watch events of `kind`.
+    #[must_use]
+    pub fn noting_causes(mut self, causes: Arc<Causes>, kind: &str) -> Self {
+        self.causes = Some((causes, kind.into()));
+        self
+    }
+
     /// Queues `key`: a change as a plain add, a resync (nothing changed) as a later add, which
     /// waits behind every change (docs/workqueue.md).
     fn add(&self, key: ObjectKey, change: &Change<'_>) {
@@ -61,6 +71,9 @@ impl Enqueue {
             unhandled.changed(&key);
         }
         if self.admit.as_ref().is_none_or(|admit| admit(&key)) {
+            if let Some((causes, kind)) = &self.causes {
+                causes.note(&key, cause_of(change, kind));
+            }
             if matches!(change, Change::Resync(_)) {
                 self.queue.add_after(key, std::time::Duration::ZERO);
             } else {
@@ -76,8 +89,24 @@ impl From<RateLimitingQueue<ObjectKey>> for Enqueue {
             queue,
             admit: None,
             unhandled: None,
+            causes: None,
         }
     }
+}
+
+/// The cause a change gives the key it queues.
+fn cause_of(change: &Change<'_>, kind: &Arc<str>) -> Cause {
+    let (why, object) = match change {
+        Change::Added(object) => (Why::Added, *object),
+        Change::Updated { new, .. } => (Why::Modified, *new),
+        Change::Deleted(object) => (Why::Deleted, *object),
+        Change::Resync(object) => (Why::Resync, *object),
+    };
+    Cause::now(why).about(Origin {
+        kind: Arc::clone(kind),
+        key: object.key(),
+        resource_version: object.resource_version().to_owned(),
+    })
 }
 
 /// Enqueues the object's own key: the handler for a controller's `for` kind.

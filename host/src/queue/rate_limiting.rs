@@ -108,11 +108,25 @@ impl<K: Key> RateLimitingQueue<K> {
     /// `Requeue` re-add it rate-limited; `RequeueAfter(d)` forgets it then adds it after `d`.
     /// Then, always, [`done`](super::Queue::done).
     pub fn complete(&self, key: K, completion: Completion) {
+        self.complete_then(key, completion, |_| {});
+    }
+
+    /// [`complete`](Self::complete), telling `before_add` the delay after which the key comes
+    /// back (not called for `Done`) just before it is added.
+    pub fn complete_then(&self, key: K, completion: Completion, before_add: impl FnOnce(Duration)) {
         match completion {
             Completion::Done => self.forget(&key),
-            Completion::Failed | Completion::Requeue => self.add_rate_limited(key.clone()),
+            Completion::Failed | Completion::Requeue => {
+                let delay = self.limiter.when(&key);
+                if let Some(m) = self.metrics() {
+                    m.retry();
+                }
+                before_add(delay);
+                self.add_after(key.clone(), delay);
+            }
             Completion::RequeueAfter(delay) => {
                 self.forget(&key);
+                before_add(delay);
                 self.add_after(key.clone(), delay);
             }
         }

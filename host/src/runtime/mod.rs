@@ -15,7 +15,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::controller::unhandled::READY_BOUND as UNHANDLED_READY_BOUND;
-use crate::controller::{Controller, ObjectKey, Reconciler, Unhandled};
+use crate::controller::{Cause, Causes, Controller, Intake, ObjectKey, Reconciler, Unhandled, Why};
 use crate::election::Fence;
 use crate::informer::{CachedObject, Enqueue, KeyFilter, Scope, enqueue_controller, enqueue_self};
 use crate::queue::RateLimitingQueue;
@@ -186,7 +186,7 @@ impl Runtime {
     }
 
     /// Adds a controller: starts (or shares) the informers of its kinds and routes their
-    /// changes into a new queue. Returns the queue. While the runtime runs, the controller
+    /// changes into a new queue. Returns where keys enter it. While the runtime runs, the controller
     /// starts dispatching at once (if this replica leads).
     ///
     /// # Errors
@@ -196,7 +196,7 @@ impl Runtime {
         &self,
         spec: ControllerSpec,
         reconciler: R,
-    ) -> Result<RateLimitingQueue<ObjectKey>, InformerError>
+    ) -> Result<Intake, InformerError>
     where
         R: Reconciler<Object = CachedObject>,
     {
@@ -253,12 +253,16 @@ impl Runtime {
             None => Enqueue::from(queue.clone()),
         }
         .noting(Arc::clone(&unhandled));
-        let mut subscriptions =
-            vec![primary.subscribe(enqueue_self(enqueue.clone(), spec.predicates), spec.resync)];
-        for informer in &informers[1..] {
+        let causes = Arc::new(Causes::default());
+        let of_kind = |kind: &str| enqueue.clone().noting_causes(Arc::clone(&causes), kind);
+        let mut subscriptions = vec![primary.subscribe(
+            enqueue_self(of_kind(&spec.for_kind.kind), spec.predicates),
+            spec.resync,
+        )];
+        for (informer, owned) in informers[1..].iter().zip(&spec.owns) {
             subscriptions.push(informer.subscribe(
                 enqueue_controller(
-                    enqueue.clone(),
+                    of_kind(&owned.kind),
                     &spec.for_kind.api_version,
                     &spec.for_kind.kind,
                     spec.predicates,
@@ -277,12 +281,14 @@ impl Runtime {
             metrics.controller(&spec.name, spec.workers),
         )
         .with_fence(self.fence())
-        .with_unhandled(Arc::clone(&unhandled));
+        .with_unhandled(Arc::clone(&unhandled))
+        .with_causes(Arc::clone(&causes));
         if let Some(gate) = &self.inner.gate {
             controller = controller.with_gate(Arc::clone(gate), spec.placement);
         }
         let rescan = {
             let (name, queue, placement) = (spec.name.clone(), queue.clone(), spec.placement);
+            let causes = Arc::clone(&causes);
             move |before: &Assignment, now: &Assignment| {
                 let mut owned = 0;
                 for object in store.list() {
@@ -291,6 +297,7 @@ impl Runtime {
                     if now.admits(&name, ring_key) {
                         owned += 1;
                         if !before.admits(&name, ring_key) {
+                            causes.note(&key, Cause::now(Why::Handover));
                             queue.add(key);
                         }
                     }
@@ -339,7 +346,7 @@ impl Runtime {
             }
             return Err(InformerError::Duplicate { name: spec.name });
         }
-        Ok(queue)
+        Ok(Intake::new(queue, causes))
     }
 
     /// Removes the controller `name`: its informers stop routing keys to it, reconciles in

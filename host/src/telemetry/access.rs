@@ -1,5 +1,6 @@
 //! Who may read the telemetry port: with `telemetry.authorization: kubernetes`, every path but
-//! `/healthz` and `/readyz` needs `Authorization: Bearer <token>`; the API server authenticates
+//! `/healthz` and `/readyz` needs `Authorization: Bearer <token>` (or, through the API server's
+//! proxy, [`FORWARDED_AUTHORIZATION`]); the API server authenticates
 //! the token (TokenReview) and authorizes the user for the request's path and verb
 //! (SubjectAccessReview with `nonResourceAttributes`, as `kubectl get --raw` is checked), the way
 //! controller-runtime's `WithAuthenticationAndAuthorization` filter does. No token or a token
@@ -149,9 +150,18 @@ impl Access {
     }
 }
 
-/// The bearer token of `headers`, if any.
+/// Where a token rides through the API server's proxy (`kubectl reconcile`): the API server
+/// drops `Authorization` once it has authenticated the request, and passes this header on. It
+/// is checked exactly as `Authorization` is.
+pub const FORWARDED_AUTHORIZATION: &str = "x-reconcile-authorization";
+
+/// The bearer token of `headers` (`Authorization`, else [`FORWARDED_AUTHORIZATION`]), if any.
 fn bearer(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let value = headers
+        .get(header::AUTHORIZATION)
+        .or_else(|| headers.get(FORWARDED_AUTHORIZATION))?
+        .to_str()
+        .ok()?;
     let (scheme, token) = value.split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
@@ -212,6 +222,11 @@ mod tests {
         assert_eq!(bearer(&with("Basic abc")), None);
         assert_eq!(bearer(&with("Bearer ")), None);
         assert_eq!(bearer(&HeaderMap::new()), None);
+        let mut forwarded = HeaderMap::new();
+        forwarded.insert(FORWARDED_AUTHORIZATION, "Bearer fwd".parse().unwrap());
+        assert_eq!(bearer(&forwarded), Some("fwd"));
+        forwarded.insert(header::AUTHORIZATION, "Bearer direct".parse().unwrap());
+        assert_eq!(bearer(&forwarded), Some("direct"), "Authorization first");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! component and served together (see `server.rs`).
 
 use super::health::Health;
+use super::history_sources::Histories;
 use super::metrics::Metrics;
 use super::recording_sources::Recordings;
 
@@ -12,6 +13,7 @@ pub struct Telemetry {
     metrics: Metrics,
     health: Health,
     recordings: Recordings,
+    histories: Histories,
 }
 
 impl Telemetry {
@@ -31,6 +33,12 @@ impl Telemetry {
     #[must_use]
     pub fn health(&self) -> &Health {
         &self.health
+    }
+
+    /// The plugins' reconcile histories.
+    #[must_use]
+    pub fn histories(&self) -> &Histories {
+        &self.histories
     }
 
     /// The plugins' recorded reconciles.

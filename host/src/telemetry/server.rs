@@ -35,12 +35,19 @@ impl Telemetry {
     /// - `GET /healthz`: `200 ok` while the process serves;
     /// - `GET /readyz`: `200` when every readiness check passes, else `503`; the body always
     ///   lists each check (`[+]name ok` / `[-]name failed: reason`);
-    /// - `/debug/recordings…`: recorded reconciles (see [`super::recordings`]).
+    /// - `/debug/recordings…`: recorded reconciles (see [`super::recordings`]);
+    /// - `/debug/reconciles…`: the last reconciles of each key, and why (see
+    ///   [`super::reconciles`]).
     pub fn router(&self) -> Router {
         Router::new()
             .route("/metrics", get(metrics))
             .route("/healthz", get(healthz))
             .route("/readyz", get(readyz))
+            .route("/debug/reconciles", get(super::reconciles::summary))
+            .route(
+                "/debug/reconciles/{namespace}/{name}",
+                get(super::reconciles::of_key),
+            )
             .route("/debug/recordings", get(super::recordings::summary))
             .route("/debug/recordings/{plugin}", get(super::recordings::plugin))
             .route(

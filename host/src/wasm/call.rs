@@ -79,4 +79,6 @@ pub struct CallSession {
     pub metered: bool,
     /// After the call, when `metered`: where its time went.
     pub cost: CallCost,
+    /// After the call: the API calls it made.
+    pub api_calls: crate::wasm::api_notes::ApiNotes,
 }

@@ -89,6 +89,7 @@ pub(crate) async fn reconcile(
     warm.store.data().flush_stdio();
     warm.store.data_mut().tape = None;
     session.session = warm.store.data().session.lock().take();
+    session.api_calls = std::mem::take(&mut warm.store.data_mut().api_notes);
     warm.calls += 1;
     let result = match outcome {
         Err(_elapsed) => Err(GuestFailure::Deadline(limits.deadline)),

@@ -13,6 +13,7 @@
 //! ([`tape`]) and, when asked, everything the guest read ([`record`]).
 
 pub mod api;
+pub mod api_notes;
 pub(crate) mod bindings;
 mod call;
 mod compiled;

@@ -9,6 +9,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::tenant::TenantShare;
+use crate::wasm::api_notes::ApiNotes;
 use crate::wasm::context::PluginContext;
 use crate::wasm::cost::CostMeter;
 use crate::wasm::guest_log::{CallLog, Source};
@@ -166,6 +167,8 @@ pub struct GuestState {
     pub(crate) insecure_seed: u128,
     /// What the current call's imports have spent.
     pub(crate) cost: CostMeter,
+    /// The API calls the current call made.
+    pub(crate) api_notes: ApiNotes,
 }
 
 impl GuestState {
@@ -206,6 +209,7 @@ impl GuestState {
             session,
             insecure_seed: seed,
             cost: CostMeter::default(),
+            api_notes: ApiNotes::default(),
         }
     }
 
@@ -213,6 +217,7 @@ impl GuestState {
     pub fn begin_call(&mut self) {
         self.call_log.lock().begin();
         self.cost = CostMeter::default();
+        self.api_notes = ApiNotes::default();
     }
 
     /// Logs the unterminated last lines of stdout and stderr (complete lines are logged as

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use super::{PluginError, Plugins, Running};
 use crate::bounded_read::{self, MAX_MANIFEST_BYTES, MAX_MODULE_BYTES};
-use crate::controller::ObjectKey;
+use crate::controller::{ObjectKey, Why};
+use crate::delivery::history::History;
 use crate::delivery::loader::{cache_scopes, controller_spec, manifest_paths};
 use crate::delivery::reconciler::{FAILURE_REASONS, Plugin, PluginReconciler, RollbackHook};
 use crate::informer::Scope;
@@ -167,7 +168,9 @@ impl Plugins {
         }
         let keys = current.for_store.list();
         for object in &keys {
-            current.queue.add(object.key());
+            current
+                .queue
+                .add(object.key(), Why::ModuleSwap(digest.clone()));
         }
         tracing::info!(plugin = %manifest.name, module = %digest, requeued = keys.len(),
             "plugin module swapped");
@@ -229,16 +232,17 @@ impl Plugins {
     /// Stops a plugin's controller (drained) and gives back its caches; returns the keys its
     /// queue still held.
     async fn retire(&self, name: &str, old: Running) -> Vec<ObjectKey> {
-        let mut keys = old.queue.pending();
-        keys.extend(old.queue.waiting_keys());
+        let mut keys = old.queue.queue().pending();
+        keys.extend(old.queue.queue().waiting_keys());
         self.runtime.remove_controller(name).await;
         // Keys added while it drained; taking them empties the old queue, so its depth is no
         // longer counted in `workqueue_depth`.
-        keys.extend(old.queue.take_pending());
+        keys.extend(old.queue.queue().take_pending());
         for scope in &old.cache_scopes {
             self.runtime.release_informer(scope);
         }
         self.runtime.telemetry().recordings().remove(name);
+        self.runtime.telemetry().histories().remove(name);
         if old.gate.is_some() {
             self.runtime
                 .telemetry()
@@ -330,7 +334,12 @@ impl Plugins {
             ));
         }
         let recordings = Arc::new(PluginRecordings::new(&name, self.recording.clone()));
-        let plugin = Arc::new(plugin.with_recordings(Arc::clone(&recordings)));
+        let history = Arc::new(History::new(context.manifest.for_kind.to_string()));
+        let plugin = Arc::new(
+            plugin
+                .with_recordings(Arc::clone(&recordings))
+                .with_history(Arc::clone(&history)),
+        );
         let queue = match self
             .runtime
             .add_controller(spec, PluginReconciler::new(Arc::clone(&plugin)))
@@ -344,13 +353,18 @@ impl Plugins {
             }
         };
         for key in keys {
-            queue.add(key);
+            queue.add(key, Why::Rebuilt);
         }
         {
             let queue = queue.clone();
-            recordings.set_enqueue(Box::new(move |key| queue.add(key)));
+            recordings.set_enqueue(Box::new(move |key| queue.add(key, Why::Requested)));
         }
         telemetry.recordings().register(&name, recordings);
+        {
+            let queue = queue.queue().clone();
+            history.set_depth_probe(Box::new(move || queue.len()));
+        }
+        telemetry.histories().register(&name, history);
         if let Some(gate) = &gate {
             gate.set_ready();
         }

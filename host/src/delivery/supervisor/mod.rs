@@ -36,11 +36,10 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::ObjectKey;
+use crate::controller::Intake;
 use crate::delivery::reconciler::Plugin;
 use crate::informer::{Scope, Store};
 use crate::manifest::{Manifest, ManifestError};
-use crate::queue::RateLimitingQueue;
 use crate::runtime::{InformerError, Runtime};
 use crate::telemetry::ReadinessGate;
 use crate::wasm::api::ApiProvider;
@@ -144,7 +143,7 @@ struct Running {
     path: PathBuf,
     manifest_text: String,
     plugin: Arc<Plugin>,
-    queue: RateLimitingQueue<ObjectKey>,
+    queue: Intake,
     cache_scopes: Vec<Scope>,
     for_store: Arc<Store>,
     gate: Option<ReadinessGate>,

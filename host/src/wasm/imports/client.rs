@@ -64,6 +64,23 @@ impl GuestState {
         }
     }
 
+    /// Checks the grant, performs `call` and awaits the answer as `import`'s wait, and notes
+    /// the call for the reconcile's history.
+    async fn api(
+        &mut self,
+        import: Import,
+        verb: Verb,
+        subresource: Option<&str>,
+        call: ApiCall,
+    ) -> ApiResult {
+        let target = call.target().clone();
+        let result = self
+            .wait_api(import, self.granted(verb, subresource, call))
+            .await;
+        self.api_notes.note(verb, &target, subresource, &result);
+        result
+    }
+
     /// Awaits `call` (the API backend's answer), counting the wait as `import`'s.
     async fn wait_api(
         &mut self,
@@ -120,9 +137,11 @@ impl GuestState {
             field_manager: self.field_manager(),
         };
         stored(
-            self.wait_api(
+            self.api(
                 Import::ClientApply,
-                self.granted(Verb::Patch, subresource.as_deref(), call),
+                Verb::Patch,
+                subresource.as_deref(),
+                call,
             )
             .await,
         )
@@ -146,9 +165,11 @@ impl GuestState {
             field_manager: self.field_manager(),
         };
         stored(
-            self.wait_api(
+            self.api(
                 Import::ClientPatch,
-                self.granted(Verb::Patch, subresource.as_deref(), call),
+                Verb::Patch,
+                subresource.as_deref(),
+                call,
             )
             .await,
         )
@@ -162,7 +183,7 @@ impl GuestState {
             field_manager: self.field_manager(),
         };
         stored(
-            self.wait_api(Import::ClientCreate, self.granted(Verb::Create, None, call))
+            self.api(Import::ClientCreate, Verb::Create, None, call)
                 .await,
         )
     }
@@ -175,11 +196,8 @@ impl GuestState {
             field_manager: self.field_manager(),
         };
         stored(
-            self.wait_api(
-                Import::ClientReplace,
-                self.granted(Verb::Update, None, call),
-            )
-            .await,
+            self.api(Import::ClientReplace, Verb::Update, None, call)
+                .await,
         )
     }
 
@@ -187,7 +205,7 @@ impl GuestState {
         let call = ApiCall::Delete {
             target: target(&object),
         };
-        self.wait_api(Import::ClientDelete, self.granted(Verb::Delete, None, call))
+        self.api(Import::ClientDelete, Verb::Delete, None, call)
             .await
             .map(drop)
     }
@@ -196,8 +214,7 @@ impl GuestState {
         let call = ApiCall::Get {
             target: target(&object),
         };
-        self.wait_api(Import::ClientGet, self.granted(Verb::Get, None, call))
-            .await
+        self.api(Import::ClientGet, Verb::Get, None, call).await
     }
 }
 
