@@ -290,6 +290,7 @@ fn assert_base(objects: &[Value]) {
     for name in [
         "reconcile-host-telemetry-reviews",
         "reconcile-host-metrics-reader",
+        "reconcile-host-debug-reader",
     ] {
         assert_eq!(
             find(objects, "ClusterRole", name)["rules"],
@@ -297,6 +298,11 @@ fn assert_base(objects: &[Value]) {
             "{name}"
         );
     }
+    assert_eq!(
+        find(objects, "Role", "reconcile-host-debug-proxy")["rules"],
+        find(&printed, "Role", "reconcile-host-debug-proxy")["rules"],
+        "the pod proxy's Role of a `kubectl reconcile` user"
+    );
     assert_host_subject(find(
         objects,
         "ClusterRoleBinding",

@@ -325,7 +325,7 @@ pub fn shared(slot: usize) -> &'static ControlPlane {
 const SYSTEM_NAMESPACES: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
 
 /// The namespaced kinds tests write, removed by [`reset`].
-const KINDS: &str = "configmaps,secrets,services,serviceaccounts,deployments.apps,\
+const KINDS: &str = "configmaps,secrets,services,serviceaccounts,pods,deployments.apps,\
                      leases.coordination.k8s.io,roles.rbac.authorization.k8s.io,\
                      rolebindings.rbac.authorization.k8s.io,events";
 

@@ -212,10 +212,15 @@ impl Host {
 
     /// As [`command`](Self::command), for the host binary at `binary` (another build).
     pub fn command_of(binary: &Path) -> Command {
+        Self::command_at(binary, "127.0.0.1:0")
+    }
+
+    /// As [`command_of`](Self::command_of), its telemetry on `metrics_address`.
+    pub fn command_at(binary: &Path, metrics_address: &str) -> Command {
         let mut command = Command::new(binary);
         command
             .arg("run")
-            .args(["--metrics-address", "127.0.0.1:0"])
+            .args(["--metrics-address", metrics_address])
             .args(["--qps", "500", "--burst", "1000"])
             .args(["--plugin-qps", "500", "--plugin-burst", "1000"])
             .arg("--module-cache")

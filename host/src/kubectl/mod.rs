@@ -86,9 +86,9 @@ pub struct ReachArgs {
     /// The label selector of the hosts' pods.
     #[arg(long, default_value = "app.kubernetes.io/name=reconcile-host")]
     selector: String,
-    /// The hosts' telemetry port.
-    #[arg(long, default_value_t = 8080)]
-    port: u16,
+    /// The hosts' telemetry port [default: each pod's container port named `metrics`].
+    #[arg(long)]
+    port: Option<u16>,
     /// `https` (the hosts' telemetry is secured: in a cluster) or `http`
     /// (`telemetry.authorization: none`).
     #[arg(long, default_value = "https")]

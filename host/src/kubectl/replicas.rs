@@ -26,7 +26,7 @@ enum Route {
         namespace: String,
         selector: String,
         scheme: String,
-        port: u16,
+        port: Option<u16>,
         /// The context's namespace, for objects named without one.
         default_namespace: String,
     },
@@ -134,10 +134,20 @@ impl Reach {
                 });
                 for pod in running {
                     let name = pod.metadata.name.clone().unwrap_or_default();
-                    let proxied = format!(
-                        "/api/v1/namespaces/{namespace}/pods/{scheme}:{name}:{port}/proxy{path}"
-                    );
-                    let body = self.ask_proxied(client, &proxied).await;
+                    let body = match port.or_else(|| metrics_port(pod)) {
+                        Some(port) => {
+                            let proxied = format!(
+                                "/api/v1/namespaces/{namespace}/pods/{scheme}:{name}:{port}/proxy\
+                                 {path}"
+                            );
+                            self.ask_proxied(client, &proxied).await
+                        }
+                        None => Err(
+                            "the pod has no container port named `metrics`: give --port \
+                                     of the hosts' telemetry port"
+                                .to_owned(),
+                        ),
+                    };
                     answers.push(Answer {
                         replica: name,
                         body,
@@ -187,6 +197,16 @@ impl Reach {
         }
         serde_json::from_str(&text).map_err(|error| format!("not JSON ({error}): {text:.200}"))
     }
+}
+
+/// The pod's container port named `metrics` (the telemetry port of `deploy/`'s Deployment).
+fn metrics_port(pod: &Pod) -> Option<u16> {
+    let spec = pod.spec.as_ref()?;
+    spec.containers
+        .iter()
+        .flat_map(|container| container.ports.iter().flatten())
+        .find(|port| port.name.as_deref() == Some("metrics"))
+        .and_then(|port| u16::try_from(port.container_port).ok())
 }
 
 /// What a refusal means for the reader.

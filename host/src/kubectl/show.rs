@@ -49,7 +49,7 @@ pub fn why(answers: &[Answer], kind: &str, namespace: Option<&str>, name: &str) 
     for (replica, entry) in reconciles {
         let _ = writeln!(
             out,
-            "\n{}  {}  plugin {}  module {:.19}  {:.1} ms  {}{}",
+            "\n{}  {}  plugin {}  module {:.12}  {:.1} ms  {}{}",
             text(&entry["started"]),
             replica,
             text(&entry["plugin"]),
@@ -120,7 +120,7 @@ fn cause(cause: &Value) -> String {
         let _ = write!(out, " {after} ms");
     }
     if let Some(module) = cause["module"].as_str() {
-        let _ = write!(out, " to {module:.19}");
+        let _ = write!(out, " to {module:.12}");
     }
     if let Some(error) = cause["error"].as_str() {
         let _ = write!(out, " after: {error:.160}");

@@ -433,8 +433,10 @@ fn header(
             out,
             "# Includes the host's own rules (--include-host): Role {0}-leader-election (its \
              Lease), ClusterRole {0}-cluster-identity (get namespace kube-system), ClusterRole \
-             {0}-telemetry-reviews (token and access reviews of the secured telemetry port) and \
-             ClusterRole {0}-metrics-reader (get /metrics; bind it to your scraper).",
+             {0}-telemetry-reviews (token and access reviews of the secured telemetry port), \
+             ClusterRole {0}-metrics-reader (get /metrics; bind it to your scraper), ClusterRole \
+             {0}-debug-reader and Role {0}-debug-proxy (what `kubectl reconcile` needs; bind \
+             both to its users).",
             args.name
         );
     } else {

@@ -1,9 +1,12 @@
 //! What the secured telemetry port needs (`telemetry.authorization: kubernetes`): the host may
 //! ask the API server to review tokens and access (`<name>-telemetry-reviews`, bound to the
-//! host), and a ClusterRole that lets a Prometheus scraper read `/metrics`
-//! (`<name>-metrics-reader`, left for the operator to bind to the scraper's account).
+//! host), a ClusterRole that lets a Prometheus scraper read `/metrics`
+//! (`<name>-metrics-reader`), and what a `kubectl reconcile` user needs: the ClusterRole the
+//! hosts check (`<name>-debug-reader`, `get /debug/reconciles*`) and the Role of the API
+//! server's pod proxy in the hosts' namespace (`<name>-debug-proxy`). The last three are left
+//! for the operator to bind.
 
-use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 
 use super::rules::{cluster_role, meta, yaml};
 
@@ -37,6 +40,36 @@ pub(super) fn documents(name: &str, host: &(String, String)) -> Vec<String> {
             ..PolicyRule::default()
         }]),
         ..ClusterRole::default()
+    }));
+    documents.push(yaml(&ClusterRole {
+        metadata: meta(&format!("{name}-debug-reader"), None),
+        rules: Some(vec![PolicyRule {
+            non_resource_urls: Some(vec![
+                "/debug/reconciles".to_owned(),
+                "/debug/reconciles/*".to_owned(),
+            ]),
+            verbs: vec!["get".to_owned()],
+            ..PolicyRule::default()
+        }]),
+        ..ClusterRole::default()
+    }));
+    let strings = |items: &[&str]| Some(items.iter().map(|&item| item.to_owned()).collect());
+    documents.push(yaml(&Role {
+        metadata: meta(&format!("{name}-debug-proxy"), Some(&host.0)),
+        rules: Some(vec![
+            PolicyRule {
+                api_groups: strings(&[""]),
+                resources: strings(&["pods"]),
+                verbs: vec!["list".to_owned()],
+                ..PolicyRule::default()
+            },
+            PolicyRule {
+                api_groups: strings(&[""]),
+                resources: strings(&["pods/proxy"]),
+                verbs: vec!["get".to_owned()],
+                ..PolicyRule::default()
+            },
+        ]),
     }));
     documents
 }

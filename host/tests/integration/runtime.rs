@@ -537,7 +537,10 @@ async fn the_generation_filter_drops_status_only_updates_of_a_deployment() {
         "the status-only update was not reconciled"
     );
     assert_eq!(
-        (filtered_queue.len(), filtered_queue.processing()),
+        (
+            filtered_queue.queue().len(),
+            filtered_queue.queue().processing()
+        ),
         (0, 0),
         "nor enqueued"
     );
