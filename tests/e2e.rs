@@ -40,3 +40,4 @@ mod startup;
 mod state_loss;
 mod tenancy;
 mod tenant_shares;
+mod traces;

@@ -89,6 +89,14 @@ pub(crate) async fn run(config: HostConfig) -> anyhow::Result<ExitCode> {
             crate::cluster_config::Origin::Kubeconfig(_) => TelemetryAuthorization::None,
         };
     }
+    // Flushed when the host returns.
+    let _traces = match crate::telemetry::traces::init_from_env() {
+        Ok(traces) => traces,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return Ok(ExitCode::from(EXIT_CONFIG));
+        }
+    };
     host(config, kube_config, lease_namespace).await
 }
 

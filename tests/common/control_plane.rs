@@ -142,6 +142,12 @@ impl ControlPlane {
         panic!("the control plane did not start in {ATTEMPTS} attempts (ports taken?): {last}");
     }
 
+    /// Where kube-apiserver sends the spans of requests that carry a sampled `traceparent`:
+    /// an OTLP gRPC receiver the test starts there gets them.
+    pub fn otlp_address(&self) -> std::net::SocketAddr {
+        otlp_address_of(&self.dir)
+    }
+
     /// The process ids of kube-apiserver and etcd, in that order (to read their CPU time).
     pub fn pids(&self) -> (u32, u32) {
         let processes = self.processes.lock();
@@ -367,6 +373,34 @@ fn start_etcd(
     Ok((child, client_url))
 }
 
+/// Where kube-apiserver sends its spans: the OTLP gRPC address of `dir`'s plane, chosen once.
+fn otlp_address_of(dir: &Path) -> std::net::SocketAddr {
+    let file = dir.join("otlp-port");
+    let port = match std::fs::read_to_string(&file) {
+        Ok(port) => port.trim().parse().expect("otlp-port holds a port"),
+        Err(_) => {
+            let port = free_port();
+            std::fs::write(&file, port.to_string()).expect("otlp-port written");
+            port
+        }
+    };
+    std::net::SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+/// kube-apiserver's tracing: to [`otlp_address_of`], sampling only requests whose caller's
+/// `traceparent` is sampled (rate 0: it starts no trace of its own), so only a test that sends
+/// traced requests, and listens there, gets spans.
+fn tracing_flag(dir: &Path) -> String {
+    let file = dir.join("tracing.yaml");
+    let config = format!(
+        "apiVersion: apiserver.config.k8s.io/v1beta1\nkind: TracingConfiguration\n\
+         endpoint: {}\nsamplingRatePerMillion: 0\n",
+        otlp_address_of(dir)
+    );
+    std::fs::write(&file, config).expect("tracing configuration written");
+    format!("--tracing-config-file={}", file.display())
+}
+
 fn start_apiserver(
     bin: &Path,
     dir: &Path,
@@ -400,7 +434,8 @@ fn start_apiserver(
                 dir.join("sa.key").display()
             ))
             .arg("--service-cluster-ip-range=10.0.0.0/16")
-            .args(audit::flags(dir)),
+            .args(audit::flags(dir))
+            .arg(tracing_flag(dir)),
         &log,
     );
     watchdog.watch(child.id());

@@ -7,6 +7,7 @@ pub mod churn;
 pub mod control_plane;
 pub mod faults;
 pub mod host;
+pub mod otlp;
 pub mod process;
 pub mod registry;
 pub mod secure_telemetry;

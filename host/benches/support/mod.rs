@@ -418,6 +418,7 @@ pub async fn reconcile_n(
     n: u64,
 ) -> Duration {
     let keys: Vec<ObjectKey> = objects.iter().map(|o| o.key()).collect();
+    let causes = Arc::new(reconcile_host::controller::causes::Taken::default());
     let start = Instant::now();
     for (key, object) in keys.iter().zip(objects).cycle().take(n as usize) {
         let action = plugin
@@ -425,6 +426,8 @@ pub async fn reconcile_n(
                 key: key.clone(),
                 object: Some(Arc::clone(object)),
                 requeues: 0,
+                causes: Arc::clone(&causes),
+                trace: None,
             })
             .await
             .expect("noop succeeds");

@@ -22,7 +22,12 @@ impl Intake {
 
     /// Queues `key` for `why`.
     pub fn add(&self, key: ObjectKey, why: Why) {
-        self.causes.note(&key, Cause::now(why));
+        self.add_cause(key, Cause::now(why));
+    }
+
+    /// Queues `key` for `cause`.
+    pub fn add_cause(&self, key: ObjectKey, cause: Cause) {
+        self.causes.note(&key, cause);
         self.queue.add(key);
     }
 

@@ -6,6 +6,7 @@ mod intake;
 mod key;
 mod reconciler;
 mod runner;
+mod span;
 #[cfg(test)]
 mod tests;
 pub mod unhandled;

@@ -30,6 +30,8 @@ pub struct Request<O> {
     pub requeues: u32,
     /// Why the key was queued since its last reconcile.
     pub causes: Arc<Taken>,
+    /// The reconcile's span, when tracing is on: what the reconciler does is traced under it.
+    pub trace: Option<opentelemetry::Context>,
 }
 
 /// Reconciles one key. Errors become rate-limited retries; they never stop the controller.

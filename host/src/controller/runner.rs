@@ -243,11 +243,14 @@ async fn worker<R: Reconciler>(
             return;
         }
         let causes = Arc::new(shared.causes.take(&key));
+        let requeues = queue.num_requeues(&key);
+        let trace = super::span::start(&shared.name, &key, requeues, &causes);
         let request = Request {
             object: shared.lookup.lookup(&key),
-            requeues: queue.num_requeues(&key),
+            requeues,
             key: key.clone(),
             causes: Arc::clone(&causes),
+            trace: trace.clone(),
         };
         if let Some(unhandled) = &shared.unhandled {
             unhandled.started(&key);
@@ -271,6 +274,7 @@ async fn worker<R: Reconciler>(
         shared.metrics.active_workers(-1);
         drop(ticket);
         let Some(result) = result else {
+            super::span::aborted(trace.as_ref());
             // Aborted mid-reconcile: hand the key back so the next run reconciles it.
             shared.causes.restore(&key, Arc::unwrap_or_clone(causes));
             queue.add(key.clone());
@@ -299,11 +303,14 @@ async fn worker<R: Reconciler>(
             tracing::debug!(parent: &span, result = outcome.label(), took = ?elapsed, "reconciled");
         }
         shared.metrics.reconciled(outcome, elapsed);
+        let link = super::span::end(trace.as_ref(), outcome.label(), again.as_ref());
         // The cause of the key's next run, due when the queue gives the key back.
         let causes = &shared.causes;
         queue.complete_then(key.clone(), completion, |delay| {
             if let Some(why) = again {
-                causes.note(&key, Cause::after(why, delay));
+                let mut cause = Cause::after(why, delay);
+                cause.link = link;
+                causes.note(&key, cause);
             }
         });
     }

@@ -9,5 +9,6 @@ pub mod history;
 pub mod loader;
 pub mod objects;
 pub mod oci;
+mod ran;
 pub mod reconciler;
 pub mod supervisor;

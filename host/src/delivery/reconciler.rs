@@ -6,13 +6,13 @@ use std::time::{Duration, SystemTime};
 
 use parking_lot::RwLock;
 
-use super::history::{Ended, Entry, History};
+use super::history::{Ended, History};
+use super::ran::Ran;
 use crate::controller::{Action, Reconciler, Request};
 use crate::informer::CachedObject;
 use crate::telemetry::{Metrics, ModuleSeries, PluginCosts, PluginFailures};
 use crate::upgrade::recordings::PluginRecordings;
 use crate::upgrade::shadow::{Answer, OwnedRequest, ShadowRunner};
-use crate::wasm::api_notes::ApiNotes;
 use crate::wasm::bindings::{self, Kind, ObjectRef};
 use crate::wasm::context::PluginContext;
 use crate::wasm::invoke::{self, GuestFailure, InstancePool, RequestView, TargetView};
@@ -337,6 +337,7 @@ impl Plugin {
         let mut session = invoke::CallSession {
             session: recordings.map(|r| Session::Record(Recording::new(r.redact()))),
             metered: self.costs.is_some(),
+            trace: ran.trace.clone(),
             ..invoke::CallSession::default()
         };
         let started_at = std::time::SystemTime::now();
@@ -407,13 +408,6 @@ impl Plugin {
             }
         })
     }
-}
-
-/// What a call ran: its module and the API calls it made.
-#[derive(Debug, Default)]
-struct Ran {
-    module: Option<Arc<Module>>,
-    calls: ApiNotes,
 }
 
 /// How often, at most, a plugin is warned about requeue-after answers below its minimum.
@@ -488,9 +482,13 @@ impl Reconciler for PluginReconciler {
             })
         });
         let health = &self.plugin.health;
-        let mut ran = Ran::default();
+        let mut ran = Ran {
+            trace: request.trace.clone(),
+            ..Ran::default()
+        };
         let (started, clock) = (SystemTime::now(), std::time::Instant::now());
         let result = self.plugin.call_view(view, canary, &mut ran).await;
+        ran.annotate(&self.plugin.context.name, canary);
         let action = match result {
             Ok(action) => {
                 health.succeeded(&request.key);
@@ -505,7 +503,7 @@ impl Reconciler for PluginReconciler {
                         Ended::Error(error.failure.reason(), crate::error_chain(&error.failure));
                     history.keep(
                         &request.key,
-                        entry(&request, ran, canary, started, clock, ended),
+                        ran.entry(&request, canary, started, clock, ended),
                     );
                 }
                 return Err(error);
@@ -520,35 +518,10 @@ impl Reconciler for PluginReconciler {
             };
             history.keep(
                 &request.key,
-                entry(&request, ran, canary, started, clock, ended),
+                ran.entry(&request, canary, started, clock, ended),
             );
         }
         Ok(action)
-    }
-}
-
-/// The history's entry of a reconcile of `request` that started at `started` (`clock`).
-fn entry(
-    request: &Request<CachedObject>,
-    ran: Ran,
-    canary: bool,
-    started: SystemTime,
-    clock: std::time::Instant,
-    ended: Ended,
-) -> Entry {
-    Entry {
-        started,
-        took: clock.elapsed(),
-        module: ran
-            .module
-            .map(|module| module.digest().to_owned())
-            .unwrap_or_default(),
-        canary,
-        retries: request.requeues,
-        causes: Arc::clone(&request.causes),
-        ended,
-        calls: ran.calls,
-        trace_id: None,
     }
 }
 

@@ -102,11 +102,28 @@ fn cause_of(change: &Change<'_>, kind: &Arc<str>) -> Cause {
         Change::Deleted(object) => (Why::Deleted, *object),
         Change::Resync(object) => (Why::Resync, *object),
     };
-    Cause::now(why).about(Origin {
+    let key = object.key();
+    let link = crate::telemetry::traces::mark(
+        || format!("watch {kind} {}", why.name()),
+        || {
+            vec![
+                opentelemetry::KeyValue::new("k8s.kind", kind.to_string()),
+                opentelemetry::KeyValue::new("k8s.object.key", key.to_string()),
+                opentelemetry::KeyValue::new(
+                    "k8s.resource_version",
+                    object.resource_version().to_owned(),
+                ),
+                opentelemetry::KeyValue::new("watch.event", why.name()),
+            ]
+        },
+    );
+    let mut cause = Cause::now(why).about(Origin {
         kind: Arc::clone(kind),
-        key: object.key(),
+        key,
         resource_version: object.resource_version().to_owned(),
-    })
+    });
+    cause.link = link;
+    cause
 }
 
 /// Enqueues the object's own key: the handler for a controller's `for` kind.

@@ -291,13 +291,28 @@ impl Runtime {
             let causes = Arc::clone(&causes);
             move |before: &Assignment, now: &Assignment| {
                 let mut owned = 0;
+                // One span marks the handover, for every key it brought.
+                let mut handover = None;
                 for object in store.list() {
                     let key = object.key();
                     let ring_key = placement.ring_key(key.as_str());
                     if now.admits(&name, ring_key) {
                         owned += 1;
                         if !before.admits(&name, ring_key) {
-                            causes.note(&key, Cause::now(Why::Handover));
+                            let link = handover.get_or_insert_with(|| {
+                                crate::telemetry::traces::mark(
+                                    || format!("handover {name}"),
+                                    || {
+                                        vec![opentelemetry::KeyValue::new(
+                                            "reconcile.controller",
+                                            name.clone(),
+                                        )]
+                                    },
+                                )
+                            });
+                            let mut cause = Cause::now(Why::Handover);
+                            cause.link.clone_from(link);
+                            causes.note(&key, cause);
                             queue.add(key);
                         }
                     }

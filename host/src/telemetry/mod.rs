@@ -43,6 +43,7 @@ mod server;
 #[cfg(test)]
 mod tests;
 pub mod tls;
+pub mod traces;
 
 pub use error::TelemetryError;
 pub use handle::Telemetry;

@@ -81,4 +81,6 @@ pub struct CallSession {
     pub cost: CallCost,
     /// After the call: the API calls it made.
     pub api_calls: crate::wasm::api_notes::ApiNotes,
+    /// The reconcile span the call's imports and API requests are traced under, if any.
+    pub trace: Option<opentelemetry::Context>,
 }

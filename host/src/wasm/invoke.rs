@@ -75,6 +75,7 @@ pub(crate) async fn reconcile(
     warm.store.data_mut().deadline = deadline;
     warm.store.data_mut().tape = tape;
     warm.store.data_mut().begin_call();
+    warm.store.data_mut().trace = session.trace.take();
     warm.store.set_epoch_deadline(1);
     let called = session.metered.then(Instant::now);
     let call = warm.reconcile.call_async(&mut warm.store, (request,));
@@ -90,6 +91,7 @@ pub(crate) async fn reconcile(
     warm.store.data_mut().tape = None;
     session.session = warm.store.data().session.lock().take();
     session.api_calls = std::mem::take(&mut warm.store.data_mut().api_notes);
+    session.trace = warm.store.data_mut().trace.take();
     warm.calls += 1;
     let result = match outcome {
         Err(_elapsed) => Err(GuestFailure::Deadline(limits.deadline)),

@@ -393,7 +393,12 @@ impl KubeApi {
             }
             ApiCall::Get { .. } => request.get(&name, &GetParams::default()),
         };
-        let http_request = built.map_err(|error| CallError::Invalid(error.to_string()))?;
+        let mut http_request = built.map_err(|error| CallError::Invalid(error.to_string()))?;
+        if let Some(parent) = crate::wasm::call_trace::current_traceparent()
+            && let Ok(value) = http::HeaderValue::from_str(&parent)
+        {
+            http_request.headers_mut().insert("traceparent", value);
+        }
         match self.client.request_text(http_request).await {
             Ok(_) if matches!(call, ApiCall::Delete { .. }) => Ok(None),
             Ok(text) => Ok(Some(text)),

@@ -16,6 +16,7 @@ pub mod api;
 pub mod api_notes;
 pub(crate) mod bindings;
 mod call;
+pub mod call_trace;
 mod compiled;
 pub mod context;
 pub mod cost;

@@ -169,6 +169,8 @@ pub struct GuestState {
     pub(crate) cost: CostMeter,
     /// The API calls the current call made.
     pub(crate) api_notes: ApiNotes,
+    /// The current call's reconcile span, when traced.
+    pub(crate) trace: Option<opentelemetry::Context>,
 }
 
 impl GuestState {
@@ -210,6 +212,7 @@ impl GuestState {
             insecure_seed: seed,
             cost: CostMeter::default(),
             api_notes: ApiNotes::default(),
+            trace: None,
         }
     }
 
@@ -218,6 +221,15 @@ impl GuestState {
         self.call_log.lock().begin();
         self.cost = CostMeter::default();
         self.api_notes = ApiNotes::default();
+    }
+
+    /// Counts one call of `import` that began at `started` and ends now, and traces it when the
+    /// call is traced.
+    pub(crate) fn imported(&mut self, import: crate::wasm::cost::Import, started: Instant) {
+        self.cost.import(import, started);
+        if let Some(trace) = &self.trace {
+            crate::wasm::call_trace::import_span(trace, import, started);
+        }
     }
 
     /// Logs the unterminated last lines of stdout and stderr (complete lines are logged as

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::{PluginError, Plugins, Running};
 use crate::bounded_read::{self, MAX_MANIFEST_BYTES, MAX_MODULE_BYTES};
-use crate::controller::{ObjectKey, Why};
+use crate::controller::{Cause, ObjectKey, Why};
 use crate::delivery::history::History;
 use crate::delivery::loader::{cache_scopes, controller_spec, manifest_paths};
 use crate::delivery::reconciler::{FAILURE_REASONS, Plugin, PluginReconciler, RollbackHook};
@@ -167,10 +167,19 @@ impl Plugins {
             gate.set_ready();
         }
         let keys = current.for_store.list();
+        let link = crate::telemetry::traces::mark(
+            || format!("module swap {}", manifest.name),
+            || {
+                vec![
+                    opentelemetry::KeyValue::new("reconcile.plugin", manifest.name.to_string()),
+                    opentelemetry::KeyValue::new("reconcile.module", digest.clone()),
+                ]
+            },
+        );
         for object in &keys {
-            current
-                .queue
-                .add(object.key(), Why::ModuleSwap(digest.clone()));
+            let mut cause = Cause::now(Why::ModuleSwap(digest.clone()));
+            cause.link.clone_from(&link);
+            current.queue.add_cause(object.key(), cause);
         }
         tracing::info!(plugin = %manifest.name, module = %digest, requeued = keys.len(),
             "plugin module swapped");

@@ -147,12 +147,12 @@ impl Host for GuestState {
             || serde_json::json!({"kind": &kind, "namespace": &namespace, "name": &name}),
         );
         if let Some(answer) = record::replayed(&self.session, "cache.get", args.as_ref()) {
-            self.cost.import(Import::CacheGet, started);
+            self.imported(Import::CacheGet, started);
             return answer;
         }
         let result = self.live_cache_get(kind, namespace, name).await;
         record::keep(&self.session, "cache.get", args, &result);
-        self.cost.import(Import::CacheGet, started);
+        self.imported(Import::CacheGet, started);
         result
     }
 
@@ -168,12 +168,12 @@ impl Host for GuestState {
             || serde_json::json!({"kind": &kind, "namespace": &namespace, "label_selector": &label_selector}),
         );
         if let Some(answer) = record::replayed(&self.session, "cache.list", args.as_ref()) {
-            self.cost.import(Import::CacheList, started);
+            self.imported(Import::CacheList, started);
             return answer;
         }
         let result = self.live_cache_list(kind, namespace, label_selector).await;
         record::keep(&self.session, "cache.list", args, &result);
-        self.cost.import(Import::CacheList, started);
+        self.imported(Import::CacheList, started);
         result
     }
 }

@@ -8,6 +8,7 @@ use crate::manifest::Verb;
 use crate::wasm::api::{ApiCall, ApiResult, PatchDoc, Target, target_of};
 use crate::wasm::bindings::kube::reconcile::client::{Host, PatchBody};
 use crate::wasm::bindings::{CallError, ObjectRef};
+use crate::wasm::call_trace;
 use crate::wasm::cost::Import;
 use crate::wasm::record;
 use crate::wasm::reference;
@@ -74,9 +75,10 @@ impl GuestState {
         call: ApiCall,
     ) -> ApiResult {
         let target = call.target().clone();
-        let result = self
-            .wait_api(import, self.granted(verb, subresource, call))
-            .await;
+        let trace = self.trace.clone();
+        let request = self.granted(verb, subresource, call);
+        let traced = call_trace::api_request(trace.as_ref(), verb.as_str(), &target, request);
+        let result = self.wait_api(import, traced).await;
         self.api_notes.note(verb, &target, subresource, &result);
         result
     }
@@ -231,12 +233,12 @@ impl Host for GuestState {
             || serde_json::json!({"object": &object, "force": &force, "subresource": &subresource}),
         );
         if let Some(answer) = record::replayed(&self.session, "client.apply", args.as_ref()) {
-            self.cost.import(Import::ClientApply, started);
+            self.imported(Import::ClientApply, started);
             return answer;
         }
         let result = self.live_client_apply(object, force, subresource).await;
         record::keep(&self.session, "client.apply", args, &result);
-        self.cost.import(Import::ClientApply, started);
+        self.imported(Import::ClientApply, started);
         result
     }
 
@@ -252,12 +254,12 @@ impl Host for GuestState {
             || serde_json::json!({"object": &object, "body": &body, "subresource": &subresource}),
         );
         if let Some(answer) = record::replayed(&self.session, "client.patch", args.as_ref()) {
-            self.cost.import(Import::ClientPatch, started);
+            self.imported(Import::ClientPatch, started);
             return answer;
         }
         let result = self.live_client_patch(object, body, subresource).await;
         record::keep(&self.session, "client.patch", args, &result);
-        self.cost.import(Import::ClientPatch, started);
+        self.imported(Import::ClientPatch, started);
         result
     }
 
@@ -265,12 +267,12 @@ impl Host for GuestState {
         let started = Instant::now();
         let args = record::args(&self.session, || serde_json::json!({"object": &object}));
         if let Some(answer) = record::replayed(&self.session, "client.create", args.as_ref()) {
-            self.cost.import(Import::ClientCreate, started);
+            self.imported(Import::ClientCreate, started);
             return answer;
         }
         let result = self.live_client_create(object).await;
         record::keep(&self.session, "client.create", args, &result);
-        self.cost.import(Import::ClientCreate, started);
+        self.imported(Import::ClientCreate, started);
         result
     }
 
@@ -278,12 +280,12 @@ impl Host for GuestState {
         let started = Instant::now();
         let args = record::args(&self.session, || serde_json::json!({"object": &object}));
         if let Some(answer) = record::replayed(&self.session, "client.replace", args.as_ref()) {
-            self.cost.import(Import::ClientReplace, started);
+            self.imported(Import::ClientReplace, started);
             return answer;
         }
         let result = self.live_client_replace(object).await;
         record::keep(&self.session, "client.replace", args, &result);
-        self.cost.import(Import::ClientReplace, started);
+        self.imported(Import::ClientReplace, started);
         result
     }
 
@@ -291,12 +293,12 @@ impl Host for GuestState {
         let started = Instant::now();
         let args = record::args(&self.session, || serde_json::json!({"object": &object}));
         if let Some(answer) = record::replayed(&self.session, "client.delete", args.as_ref()) {
-            self.cost.import(Import::ClientDelete, started);
+            self.imported(Import::ClientDelete, started);
             return answer;
         }
         let result = self.live_client_delete(object).await;
         record::keep(&self.session, "client.delete", args, &result);
-        self.cost.import(Import::ClientDelete, started);
+        self.imported(Import::ClientDelete, started);
         result
     }
 
@@ -304,12 +306,12 @@ impl Host for GuestState {
         let started = Instant::now();
         let args = record::args(&self.session, || serde_json::json!({"object": &object}));
         if let Some(answer) = record::replayed(&self.session, "client.get", args.as_ref()) {
-            self.cost.import(Import::ClientGet, started);
+            self.imported(Import::ClientGet, started);
             return answer;
         }
         let result = self.live_client_get(object).await;
         record::keep(&self.session, "client.get", args, &result);
-        self.cost.import(Import::ClientGet, started);
+        self.imported(Import::ClientGet, started);
         result
     }
 }

@@ -123,7 +123,11 @@ impl GuestState {
             &note,
         );
         let api = Arc::clone(&self.plugin.api);
-        let result = crate::wasm::tape::perform(api, self.tape.clone(), call).await;
+        let target = call.target().clone();
+        let request = crate::wasm::tape::perform(api, self.tape.clone(), call);
+        let result =
+            crate::wasm::call_trace::api_request(self.trace.as_ref(), "create", &target, request)
+                .await;
         self.cost.api_wait(Import::EventsRecordEvent, started);
         result.map(drop)
     }
@@ -214,14 +218,14 @@ impl Host for GuestState {
         );
         if let Some(answer) = record::replayed(&self.session, "events.record-event", args.as_ref())
         {
-            self.cost.import(Import::EventsRecordEvent, started);
+            self.imported(Import::EventsRecordEvent, started);
             return answer;
         }
         let result = self
             .live_events_record_event(regarding, event_type, reason, note)
             .await;
         record::keep(&self.session, "events.record-event", args, &result);
-        self.cost.import(Import::EventsRecordEvent, started);
+        self.imported(Import::EventsRecordEvent, started);
         result
     }
 }

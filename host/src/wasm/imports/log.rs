@@ -18,6 +18,9 @@ impl Host for GuestState {
             Level::Error => tracing::Level::ERROR,
         };
         self.call_log.lock().message(level, &message);
-        self.cost.import(Import::Log, started);
+        if let Some(trace) = &self.trace {
+            crate::wasm::call_trace::log_event(trace, level.as_str(), &message);
+        }
+        self.imported(Import::Log, started);
     }
 }
