@@ -128,6 +128,7 @@ fn main() {
         std::process::exit(status.code().unwrap_or(1));
     }
     let quick = std::env::var_os("PLUGINS_QUICK").is_some_and(|v| !v.is_empty() && v != "0");
+    let _traced = support::traced_from_env();
     let load_before = loadavg();
     let sample_size = if quick { 10 } else { 30 };
     let bench = Bench::new(build_rust_guest("noop"), sample_size);
@@ -471,10 +472,15 @@ impl Results {
             .map(|(label, min, max)| format!("{label} = {min}..{max} B"))
             .collect();
         println!(
-            "\nRESULT plugins{}: noop guest, pooling allocator, objects {}, {LOOP_OBJECTS} \
+            "\nRESULT plugins{}{}: noop guest, pooling allocator, objects {}, {LOOP_OBJECTS} \
              distinct objects cycled by every per-call variant; load average before \
              {load_before}, after {load_after}; each cell is wall / CPU time (median over \
              criterion's samples)",
+            if std::env::var("PLUGINS_TRACED").ok().as_deref() == Some("1") {
+                " [PLUGINS_TRACED: every reconcile traced, spans dropped by the exporter]"
+            } else {
+                ""
+            },
             if quick {
                 " [PLUGINS_QUICK smoke run]"
             } else {

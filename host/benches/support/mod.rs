@@ -104,7 +104,35 @@ pub fn plugin_reconciler(
     let module = rt
         .block_on(ModuleLoader::new(engine.clone()).load(&context.manifest.module))
         .expect("the guest loads");
-    PluginReconciler::new(Arc::new(Plugin::new(Arc::new(context), module, None)))
+    // Every plugin of a host keeps its reconcile history.
+    let history = reconcile_host::delivery::history::History::new("v1/ConfigMap".to_owned());
+    PluginReconciler::new(Arc::new(
+        Plugin::new(Arc::new(context), module, None).with_history(Arc::new(history)),
+    ))
+}
+
+/// With `PLUGINS_TRACED=1`, traces every reconcile as a host with `OTEL_EXPORTER_OTLP_ENDPOINT`
+/// set does (spans batched on their own thread), to an exporter that drops them: what tracing
+/// costs the reconcile, without a collector's work.
+pub fn traced_from_env() -> Option<reconcile_host::telemetry::traces::Traces> {
+    if std::env::var("PLUGINS_TRACED").ok().as_deref() != Some("1") {
+        return None;
+    }
+    #[derive(Debug)]
+    struct Discard;
+    impl opentelemetry_sdk::trace::SpanExporter for Discard {
+        async fn export(
+            &self,
+            batch: Vec<opentelemetry_sdk::trace::SpanData>,
+        ) -> opentelemetry_sdk::error::OTelSdkResult {
+            std::hint::black_box(batch);
+            Ok(())
+        }
+    }
+    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+        .with_batch_exporter(Discard)
+        .build();
+    Some(reconcile_host::telemetry::traces::install(provider))
 }
 
 /// [`plugin_reconciler`] recording its calls as a host does by default (failures kept).

@@ -3,11 +3,12 @@
 //! ([`crate::telemetry::reconciles`]).
 //!
 //! # Bounds
-//! [`PER_KEY`] reconciles per key, [`MAX_KEYS`] keys: past that the key reconciled longest ago
-//! is forgotten. An entry holds names, resourceVersions and error texts (each cut), never an
-//! object's body.
+//! [`PER_KEY`] reconciles per key, [`MAX_KEYS`] keys: past that, the eighth of the keys
+//! reconciled longest ago is forgotten at once (so keeping an entry stays a map lookup and a
+//! ring push, with no order to maintain). An entry holds names, resourceVersions and error
+//! texts (each cut), never an object's body.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
@@ -19,6 +20,7 @@ use crate::controller::ObjectKey;
 use crate::controller::causes::{Cause, Taken, Why};
 use crate::telemetry::reconciles::HistorySource;
 use crate::wasm::api_notes::ApiNotes;
+use crate::wasm::module::Module;
 
 /// How many reconciles of one key are kept.
 pub const PER_KEY: usize = 8;
@@ -50,7 +52,7 @@ pub struct Entry {
     /// How long it took.
     pub took: Duration,
     /// The module that ran it.
-    pub module: String,
+    pub module: Option<Arc<Module>>,
     /// Whether the canary's module ran it.
     pub canary: bool,
     /// How many failures preceded it.
@@ -78,7 +80,7 @@ impl Entry {
         let mut entry = json!({
             "started": timestamp(self.started),
             "durationMs": self.took.as_secs_f64() * 1000.0,
-            "module": self.module,
+            "module": self.module.as_ref().map_or("", |module| module.digest()),
             "retries": self.retries,
             "outcome": outcome,
             "causes": self.causes.causes.iter().map(cause_json).collect::<Vec<_>>(),
@@ -151,15 +153,26 @@ fn cause_json(cause: &Cause) -> Value {
 struct KeyHistory {
     /// The order number of its latest reconcile.
     latest: u64,
-    entries: VecDeque<Arc<Entry>>,
+    entries: VecDeque<Entry>,
 }
 
 #[derive(Debug, Default)]
 struct Kept {
     keys: HashMap<ObjectKey, KeyHistory>,
-    /// Each key by the order number of its latest reconcile: the first is forgotten first.
-    order: BTreeMap<u64, ObjectKey>,
     next: u64,
+}
+
+impl Kept {
+    /// Forgets the eighth of the keys reconciled longest ago.
+    fn evict(&mut self) {
+        let mut latest: Vec<u64> = self.keys.values().map(|history| history.latest).collect();
+        let cut = latest.len() / 8;
+        if cut == 0 {
+            return;
+        }
+        let (_, &mut oldest_kept, _) = latest.select_nth_unstable(cut);
+        self.keys.retain(|_, history| history.latest >= oldest_kept);
+    }
 }
 
 /// Reports the plugin's queue depth.
@@ -212,40 +225,34 @@ impl History {
         }
         let micros = u64::try_from(entry.took.as_micros()).unwrap_or(u64::MAX);
         self.busy_micros.fetch_add(micros, Ordering::Relaxed);
-        let entry = Arc::new(entry);
         let mut kept = self.kept.lock();
         let kept = &mut *kept;
         let order = kept.next;
         kept.next += 1;
         let history = match kept.keys.get_mut(key) {
-            Some(history) => {
-                kept.order.remove(&history.latest);
-                history
-            }
-            None => kept.keys.entry(key.clone()).or_default(),
+            Some(history) => history,
+            None => kept.keys.entry(key.clone()).or_insert_with(|| KeyHistory {
+                latest: order,
+                entries: VecDeque::with_capacity(PER_KEY),
+            }),
         };
         history.latest = order;
         if history.entries.len() == PER_KEY {
             history.entries.pop_front();
         }
         history.entries.push_back(entry);
-        kept.order.insert(order, key.clone());
-        while kept.keys.len() > MAX_KEYS {
-            let Some((_, oldest)) = kept.order.pop_first() else {
-                break;
-            };
-            kept.keys.remove(&oldest);
+        if kept.keys.len() > MAX_KEYS {
+            kept.evict();
         }
     }
 
-    /// The reconciles kept for `key`, oldest first.
-    #[must_use]
-    pub fn entries(&self, key: &ObjectKey) -> Vec<Arc<Entry>> {
+    /// The reconciles kept for `key`, newest first, as JSON.
+    fn json_of(&self, key: &ObjectKey) -> Vec<Value> {
         self.kept
             .lock()
             .keys
             .get(key)
-            .map(|history| history.entries.iter().cloned().collect())
+            .map(|history| history.entries.iter().rev().map(Entry::to_json).collect())
             .unwrap_or_default()
     }
 }
@@ -279,12 +286,7 @@ impl HistorySource for History {
     }
 
     fn of_key(&self, namespace: Option<&str>, name: &str) -> Vec<Value> {
-        let key = ObjectKey::in_namespace(namespace, name);
-        self.entries(&key)
-            .iter()
-            .rev()
-            .map(|entry| entry.to_json())
-            .collect()
+        self.json_of(&ObjectKey::in_namespace(namespace, name))
     }
 }
 
@@ -296,7 +298,7 @@ mod tests {
         Entry {
             started: SystemTime::now(),
             took: Duration::from_millis(3),
-            module: "sha256:abc".into(),
+            module: None,
             canary: false,
             retries: 0,
             causes: Arc::new(Taken {
@@ -336,13 +338,15 @@ mod tests {
         for i in 0..MAX_KEYS {
             history.keep(&key(i), entry(Ended::Success));
         }
-        // k0 reconciles again: k1 is now the one reconciled longest ago.
+        // k0 reconciles again: k1 … are now the ones reconciled longest ago.
         history.keep(&key(0), entry(Ended::Requeue));
         history.keep(&key(MAX_KEYS), entry(Ended::Success));
-        assert_eq!(history.entries(&key(0)).len(), 2);
-        assert!(history.entries(&key(1)).is_empty());
-        assert_eq!(history.entries(&key(MAX_KEYS)).len(), 1);
-        assert_eq!(history.kept.lock().keys.len(), MAX_KEYS);
-        assert_eq!(history.kept.lock().order.len(), MAX_KEYS);
+        let held = |i| history.json_of(&key(i)).len();
+        assert_eq!(held(0), 2, "reconciled recently: kept");
+        assert_eq!(held(1), 0, "reconciled longest ago: forgotten");
+        assert_eq!(held(MAX_KEYS / 8), 0, "the oldest eighth goes at once");
+        assert_eq!(held(MAX_KEYS / 8 + 1), 1);
+        assert_eq!(held(MAX_KEYS), 1);
+        assert_eq!(history.kept.lock().keys.len(), MAX_KEYS + 1 - MAX_KEYS / 8);
     }
 }

@@ -50,10 +50,7 @@ impl Ran {
         Entry {
             started,
             took: clock.elapsed(),
-            module: self
-                .module
-                .map(|module| module.digest().to_owned())
-                .unwrap_or_default(),
+            module: self.module,
             canary,
             retries: request.requeues,
             causes: Arc::clone(&request.causes),

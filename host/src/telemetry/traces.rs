@@ -83,9 +83,15 @@ pub fn init_from_env() -> Result<Option<Traces>, TracesError> {
         .with_batch_exporter(exporter)
         .with_resource(resource.build())
         .build();
-    let _ = TRACER.set(provider.tracer("reconcile-host"));
     tracing::info!("traces: exporting reconcile spans over OTLP (OTEL_* environment)");
-    Ok(Some(Traces { provider }))
+    Ok(Some(install(provider)))
+}
+
+/// Traces reconciles to `provider` from now on (the first provider installed stays).
+#[must_use]
+pub fn install(provider: SdkTracerProvider) -> Traces {
+    let _ = TRACER.set(provider.tracer("reconcile-host"));
+    Traces { provider }
 }
 
 /// A short span that marks something a later reconcile links to (a watch event, a module swap,
