@@ -160,7 +160,7 @@ unit-run:
 E2E_REAL_MODULES := example_plugins lang_c lang_go lang_javascript lang_python leader_fencing hot_reload \
 	in_cluster deployment rbac_enforced plugin_admission plugin_objects plugin_fetches scale_out safe_upgrades \
 	record_replay replicator_safety state_loss tenancy tenant_shares read_authorization namespaced_plugins \
-	new_plugin
+	new_plugin reconcile_why reconcile_logs traces
 ## The tests of those modules that start no API server (the `reconcile` CLI, builds, `rbac`
 ## output, replay): `unit-run` ran them already, so `e2e-real` skips them; `unit-run` passes the
 ## list to the harness, which fails any of them that starts an API server (remove it from here).

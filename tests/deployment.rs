@@ -291,6 +291,7 @@ fn assert_base(objects: &[Value]) {
         "reconcile-host-telemetry-reviews",
         "reconcile-host-metrics-reader",
         "reconcile-host-debug-reader",
+        "reconcile-host-recording-reader",
     ] {
         assert_eq!(
             find(objects, "ClusterRole", name)["rules"],

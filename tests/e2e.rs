@@ -30,6 +30,7 @@ mod plugin_fetches;
 mod plugin_objects;
 mod rbac_enforced;
 mod read_authorization;
+mod reconcile_logs;
 mod reconcile_why;
 mod record_replay;
 mod replica_faults;

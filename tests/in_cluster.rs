@@ -463,9 +463,10 @@ fn rbac_puts_a_namespaced_plugin_and_namespaced_grants_in_roles() {
     let output = Output::parse(&stdout);
     // Cluster-wide: the ConfigMap grant, which names no namespaces, and with --include-host the
     // host's reading of namespace kube-system, the reviews of its secured telemetry port, and the
-    // role a scraper of /metrics is bound to, and the one a `kubectl reconcile` user is.
-    let [cluster, identity, reviews, reader, debug] = output.cluster_roles.as_slice() else {
-        panic!("five ClusterRoles: {output:#?}");
+    // role a scraper of /metrics is bound to, and those a `kubectl reconcile` user is.
+    let [cluster, identity, reviews, reader, debug, recordings] = output.cluster_roles.as_slice()
+    else {
+        panic!("six ClusterRoles: {output:#?}");
     };
     assert_eq!(debug.metadata.name.as_deref(), Some("tools-debug-reader"));
     assert_eq!(
@@ -473,7 +474,24 @@ fn rbac_puts_a_namespaced_plugin_and_namespaced_grants_in_roles() {
         vec![PolicyRule {
             non_resource_urls: Some(vec![
                 "/debug/reconciles".to_owned(),
-                "/debug/reconciles/*".to_owned()
+                "/debug/reconciles/*".to_owned(),
+                "/debug/logs".to_owned(),
+                "/debug/logs/*".to_owned(),
+            ]),
+            verbs: vec!["get".to_owned()],
+            ..PolicyRule::default()
+        }]
+    );
+    assert_eq!(
+        recordings.metadata.name.as_deref(),
+        Some("tools-recording-reader")
+    );
+    assert_eq!(
+        recordings.rules.clone().unwrap_or_default(),
+        vec![PolicyRule {
+            non_resource_urls: Some(vec![
+                "/debug/recordings".to_owned(),
+                "/debug/recordings/*".to_owned(),
             ]),
             verbs: vec!["get".to_owned()],
             ..PolicyRule::default()

@@ -20,11 +20,11 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::core::ObjectMeta;
 use serde_json::{Value, json};
 
-const NS: &str = "why";
+pub(crate) const NS: &str = "why";
 const HOSTS_NS: &str = "reconcile-system";
 
 /// Where the hosts are, and how `kubectl reconcile` reaches them.
-struct Reach {
+pub(crate) struct Reach {
     /// `kubectl-reconcile` is here.
     bin: PathBuf,
     kubeconfig: PathBuf,
@@ -34,7 +34,7 @@ struct Reach {
 
 impl Reach {
     /// `kubectl reconcile <args>`: its exit status, stdout and stderr.
-    fn run(&self, args: &[&str]) -> (bool, String, String) {
+    pub(crate) fn run(&self, args: &[&str]) -> (bool, String, String) {
         let path = format!(
             "{}:{}",
             self.bin.display(),
@@ -92,7 +92,7 @@ fn whys(entry: &Value) -> Vec<&str> {
 }
 
 /// A testbed ConfigMap `<name>` behaving as `behave`.
-fn object(name: &str, behave: &str) -> ConfigMap {
+pub(crate) fn object(name: &str, behave: &str) -> ConfigMap {
     ConfigMap {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
@@ -123,9 +123,16 @@ fn machine_address() -> String {
 }
 
 /// Starts a host named `name` with the testbed plugin (`mode`: `none` for no election, or
-/// `sharded`), its telemetry on `port`: on the real server secured and on every address, with a
-/// pod object in `reconcile-system` that names it; on the embedded one open on loopback.
-async fn host(server: &ApiServer, dir: &Path, name: &str, mode: &str, port: u16) -> Host {
+/// `sharded`) and `extra` flags, its telemetry on `port`: on the real server secured and on
+/// every address, with a pod object in `reconcile-system` that names it; on the embedded one
+/// open on loopback.
+pub(crate) async fn host(
+    server: &ApiServer,
+    dir: &Path,
+    name: &str,
+    (mode, extra): (&str, &[&str]),
+    port: u16,
+) -> Host {
     let dir = dir.join(name);
     std::fs::create_dir_all(&dir).expect("host dir");
     let kubeconfig = dir.join("kubeconfig");
@@ -167,6 +174,7 @@ async fn host(server: &ApiServer, dir: &Path, name: &str, mode: &str, port: u16)
         "none"
     };
     command.args(["--telemetry-authorization", authorization]);
+    command.args(extra);
     if server.is_real() {
         pod(server, name, port).await;
     }
@@ -196,9 +204,9 @@ async fn pod(server: &ApiServer, name: &str, port: u16) {
 }
 
 /// The namespaces, and on the real server the ServiceAccounts a pod needs and a reader: its
-/// token, bound to a ClusterRole with `/debug/reconciles*` (what the hosts check; the proxy
-/// itself is the admin kubeconfig's).
-async fn cluster(server: &ApiServer) -> Option<String> {
+/// token, bound to a ClusterRole with `/debug/reconciles*`, `/debug/logs*` and
+/// `/debug/recordings*` (what the hosts check; the proxy itself is the admin kubeconfig's).
+pub(crate) async fn cluster(server: &ApiServer) -> Option<String> {
     namespace(server, NS, &[]).await;
     namespace(server, HOSTS_NS, &[]).await;
     if !server.is_real() {
@@ -224,6 +232,10 @@ async fn cluster(server: &ApiServer) -> Option<String> {
             non_resource_urls: Some(vec![
                 "/debug/reconciles".into(),
                 "/debug/reconciles/*".into(),
+                "/debug/logs".into(),
+                "/debug/logs/*".into(),
+                "/debug/recordings".into(),
+                "/debug/recordings/*".into(),
             ]),
             verbs: vec!["get".into()],
             ..PolicyRule::default()
@@ -281,7 +293,7 @@ async fn account_token(server: &ApiServer, account: &str) -> String {
 
 /// Installs the plugin into `dir` with the host binary's own command, and the flags that reach
 /// `ports` (pods on the real server, loopback endpoints on the embedded one).
-fn reach(server: &ApiServer, dir: &Path, token: Option<&str>, ports: &[u16]) -> Reach {
+pub(crate) fn reach(server: &ApiServer, dir: &Path, token: Option<&str>, ports: &[u16]) -> Reach {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).expect("bin");
     let status = Command::new(HOST_BINARY)
@@ -317,7 +329,7 @@ async fn why_tells_each_reconcile_with_its_causes_outcome_and_calls() {
         .expect("API server starts");
     let token = cluster(&server).await;
     let port = free_port();
-    let host = host(&server, &dir, "host-a", "none", port).await;
+    let host = host(&server, &dir, "host-a", ("none", &[]), port).await;
     host.wait_log(&["plugin loaded", "testbed"]).await;
     let reach = reach(&server, &dir, token.as_deref(), &[port]);
     let api: Api<ConfigMap> = Api::namespaced(server.client(), NS);
@@ -488,7 +500,7 @@ async fn why_across_sharded_replicas_names_the_handover() {
     let ports = [free_port(), free_port(), free_port()];
     let mut hosts = Vec::new();
     for (name, port) in ["host-a", "host-b"].into_iter().zip(ports) {
-        hosts.push(host(&server, &dir, name, "sharded", port).await);
+        hosts.push(host(&server, &dir, name, ("sharded", &[]), port).await);
     }
     for host in &hosts {
         host.wait_log(&["ring settled", "members=2"]).await;
@@ -518,7 +530,7 @@ async fn why_across_sharded_replicas_names_the_handover() {
     })
     .await;
     // A third replica joins: the keys the ring gives it are handed over, and it reconciles them.
-    hosts.push(host(&server, &dir, "host-c", "sharded", ports[2]).await);
+    hosts.push(host(&server, &dir, "host-c", ("sharded", &[]), ports[2]).await);
     for host in &hosts {
         host.wait_log(&["ring settled", "members=3"]).await;
     }

@@ -37,6 +37,7 @@ fn main() -> ExitCode {
     tracing_subscriber::registry()
         .with(filter)
         .with(output)
+        .with(reconcile_host::telemetry::log_book::PluginLogLayer)
         .init();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,

@@ -1,5 +1,6 @@
 //! `kubectl reconcile`: a kubectl plugin that asks every host replica, through the API server's
-//! proxy, why an object was reconciled (`why`) and which plugins are busy (`top`).
+//! proxy, why an object was reconciled (`why`), which plugins are busy (`top`), what a plugin
+//! logged (`logs`), and re-runs a recorded reconcile here (`replay`).
 //!
 //! The host binary is the plugin: run as `kubectl-reconcile` (a link that
 //! `reconcile-host kubectl install` makes) it behaves as `reconcile-host kubectl`. It finds the
@@ -11,6 +12,8 @@
 //! header the proxy passes on, and the API server must authorize it for `/debug/reconciles`
 //! (the ClusterRole `reconcile-host-debug-reader`).
 
+mod logs;
+mod replay;
 mod replicas;
 mod show;
 
@@ -37,6 +40,12 @@ enum KubectlCommand {
     Why(WhyArgs),
     /// The plugins of every replica by reconcile time, with errors and queue depth.
     Top(ReachArgs),
+    /// A plugin's latest log lines from every replica, merged by time: its guest's output and
+    /// `log` calls, and the host's lines about its reconciles.
+    Logs(logs::LogsArgs),
+    /// Fetch a plugin's newest recorded reconcile (of an object) from the replicas and re-run
+    /// it here with a component, no cluster needed; exits 1 when the replay differs.
+    Replay(replay::ReplayArgs),
     /// Make `kubectl reconcile` work: link `kubectl-reconcile` to this binary in `DIR`
     /// [default: the directory of this binary], which must be on PATH.
     Install {
@@ -111,6 +120,8 @@ pub async fn kubectl(args: KubectlArgs) -> ExitCode {
         KubectlCommand::Install { dir } => return install(dir),
         KubectlCommand::Why(args) => why(args).await,
         KubectlCommand::Top(reach) => top(reach).await,
+        KubectlCommand::Logs(args) => logs::logs(args).await,
+        KubectlCommand::Replay(args) => replay::replay(args).await,
     };
     match result {
         Ok(code) => code,

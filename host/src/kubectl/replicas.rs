@@ -92,11 +92,16 @@ impl Reach {
 
     /// Asks every replica `path` (with its query), one answer each, by replica name.
     pub async fn ask_all(&self, path: &str) -> anyhow::Result<Vec<Answer>> {
+        self.ask_each(|_| path.to_owned()).await
+    }
+
+    /// Asks every replica the path `path_of` gives for its name (a pod's, or an endpoint URL).
+    pub async fn ask_each(&self, path_of: impl Fn(&str) -> String) -> anyhow::Result<Vec<Answer>> {
         let mut answers = Vec::new();
         match &self.route {
             Route::Direct(endpoints) => {
                 for endpoint in endpoints {
-                    let body = self.ask_direct(endpoint, path).await;
+                    let body = self.ask_direct(endpoint, &path_of(endpoint)).await;
                     answers.push(Answer {
                         replica: endpoint.clone(),
                         body,
@@ -138,7 +143,8 @@ impl Reach {
                         Some(port) => {
                             let proxied = format!(
                                 "/api/v1/namespaces/{namespace}/pods/{scheme}:{name}:{port}/proxy\
-                                 {path}"
+                                 {}",
+                                path_of(&name)
                             );
                             self.ask_proxied(client, &proxied).await
                         }
@@ -214,10 +220,14 @@ fn refusal(code: u16, message: &str) -> String {
     let fix = match code {
         401 => {
             "; the host did not accept the token: give --token of an account bound to \
-             the ClusterRole reconcile-host-debug-reader"
+             the ClusterRole reconcile-host-debug-reader (why, top, logs) or \
+             reconcile-host-recording-reader (replay)"
         }
+        // The host's own refusal to serve recordings names its fix.
+        403 if message.contains("recording.serve") => "",
         403 => {
-            "; bind the ClusterRole reconcile-host-debug-reader (the host's check) and the Role \
+            "; bind the ClusterRole reconcile-host-debug-reader (why, top, logs) or \
+             reconcile-host-recording-reader (replay) — the host's check — and the Role \
              reconcile-host-debug-proxy (the API server's proxy) to the reader"
         }
         _ => "",

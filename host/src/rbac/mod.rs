@@ -436,7 +436,8 @@ fn header(
              {0}-telemetry-reviews (token and access reviews of the secured telemetry port), \
              ClusterRole {0}-metrics-reader (get /metrics; bind it to your scraper), ClusterRole \
              {0}-debug-reader and Role {0}-debug-proxy (what `kubectl reconcile` needs; bind \
-             both to its users).",
+             both to its users), ClusterRole {0}-recording-reader (get /debug/recordings, for \
+             `kubectl reconcile replay`).",
             args.name
         );
     } else {

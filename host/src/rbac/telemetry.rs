@@ -2,9 +2,10 @@
 //! ask the API server to review tokens and access (`<name>-telemetry-reviews`, bound to the
 //! host), a ClusterRole that lets a Prometheus scraper read `/metrics`
 //! (`<name>-metrics-reader`), and what a `kubectl reconcile` user needs: the ClusterRole the
-//! hosts check (`<name>-debug-reader`, `get /debug/reconciles*`) and the Role of the API
-//! server's pod proxy in the hosts' namespace (`<name>-debug-proxy`). The last three are left
-//! for the operator to bind.
+//! hosts check (`<name>-debug-reader`, `get /debug/reconciles*` and `/debug/logs*`; and
+//! `<name>-recording-reader`, `get /debug/recordings*`, for `replay`: a recording holds what the
+//! plugin read) and the Role of the API server's pod proxy in the hosts' namespace
+//! (`<name>-debug-proxy`). The last four are left for the operator to bind.
 
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 
@@ -47,6 +48,20 @@ pub(super) fn documents(name: &str, host: &(String, String)) -> Vec<String> {
             non_resource_urls: Some(vec![
                 "/debug/reconciles".to_owned(),
                 "/debug/reconciles/*".to_owned(),
+                "/debug/logs".to_owned(),
+                "/debug/logs/*".to_owned(),
+            ]),
+            verbs: vec!["get".to_owned()],
+            ..PolicyRule::default()
+        }]),
+        ..ClusterRole::default()
+    }));
+    documents.push(yaml(&ClusterRole {
+        metadata: meta(&format!("{name}-recording-reader"), None),
+        rules: Some(vec![PolicyRule {
+            non_resource_urls: Some(vec![
+                "/debug/recordings".to_owned(),
+                "/debug/recordings/*".to_owned(),
             ]),
             verbs: vec!["get".to_owned()],
             ..PolicyRule::default()

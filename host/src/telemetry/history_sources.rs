@@ -48,7 +48,7 @@ impl Histories {
         *self.replica.write() = Some(replica.into());
     }
 
-    fn replica(&self) -> Arc<str> {
+    pub(super) fn replica(&self) -> Arc<str> {
         self.replica
             .read()
             .clone()

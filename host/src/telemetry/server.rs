@@ -37,7 +37,8 @@ impl Telemetry {
     ///   lists each check (`[+]name ok` / `[-]name failed: reason`);
     /// - `/debug/recordings…`: recorded reconciles (see [`super::recordings`]);
     /// - `/debug/reconciles…`: the last reconciles of each key, and why (see
-    ///   [`super::reconciles`]).
+    ///   [`super::reconciles`]);
+    /// - `/debug/logs…`: each plugin's latest log lines (see [`super::plugin_logs`]).
     pub fn router(&self) -> Router {
         Router::new()
             .route("/metrics", get(metrics))
@@ -48,6 +49,8 @@ impl Telemetry {
                 "/debug/reconciles/{namespace}/{name}",
                 get(super::reconciles::of_key),
             )
+            .route("/debug/logs", get(super::plugin_logs::summary))
+            .route("/debug/logs/{plugin}", get(super::plugin_logs::of_plugin))
             .route("/debug/recordings", get(super::recordings::summary))
             .route("/debug/recordings/{plugin}", get(super::recordings::plugin))
             .route(
