@@ -1,6 +1,7 @@
 //! End to end: with `OTEL_EXPORTER_OTLP_ENDPOINT` set, the host exports a span per reconcile
 //! linked to the watch event that queued it (its kind, event and resourceVersion), with a child
-//! span per host import call and a client span per API request; and on kube-apiserver (its
+//! span per host import call and a client span per API request, the guest's log lines its events
+//! and `span.attribute` lines its attributes; and on kube-apiserver (its
 //! tracing pointed at the same receiver) the server's spans for the guest's writes carry the
 //! reconcile's trace, through the `traceparent` the host sends.
 
@@ -9,7 +10,7 @@ use std::path::Path;
 use crate::common::backend::Backend as ApiServer;
 use crate::common::backend::Cluster;
 use crate::common::host::{HOST_BINARY, Host, component, manifest, scratch};
-use crate::common::otlp::{Received, Receiver, hex};
+use crate::common::otlp::{Received, Receiver, attribute, hex};
 use crate::common::{eventually_async, namespace};
 use embedded_apiserver::Config;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -146,6 +147,49 @@ async fn a_reconcile_span_links_its_watch_event_and_the_api_server_joins_its_tra
         children
             .iter()
             .all(|s| s.trace_id() == reconcile.trace_id())
+    );
+
+    // A guest's log lines are events of its reconcile's span, and `span.attribute` lines
+    // (the SDKs' `span_attribute`) its attributes.
+    let talker: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "talker", "labels": {"testbed": "true"}},
+        "data": {"behave": "log"},
+    }))
+    .expect("a ConfigMap");
+    api.create(&PostParams::default(), &talker)
+        .await
+        .expect("created");
+    let talking = eventually_async("the talker's reconcile span", || async {
+        receiver.spans().into_iter().find(|s| {
+            s.span.name == "reconcile"
+                && s.attribute("reconcile.key").as_deref() == Some("traced/talker")
+        })
+    })
+    .await;
+    assert_eq!(
+        talking.attribute("guest.greeted").as_deref(),
+        Some("talker"),
+        "{talking:?}"
+    );
+    let logged: Vec<(Option<String>, Option<String>)> = talking
+        .span
+        .events
+        .iter()
+        .filter(|event| event.name == "guest.log")
+        .map(|event| {
+            (
+                attribute(&event.attributes, "log.level"),
+                attribute(&event.attributes, "log.message"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        logged,
+        [(
+            Some("INFO".to_owned()),
+            Some("testbed: hello from talker".to_owned())
+        )],
+        "the log call an event, the attribute line not one"
     );
 
     if server.is_real() {

@@ -69,6 +69,15 @@ func TestSlogWritesOneLineWithAttributesToTheHostLog(t *testing.T) {
 	}
 }
 
+func TestSpanAttributeLogsTheLineTheHostReadsAsAnAttribute(t *testing.T) {
+	host := fake.New(t)
+	guest.SpanAttribute("shard", "3")
+	if len(host.Logs) != 1 || host.Logs[0].Level != slog.LevelDebug ||
+		host.Logs[0].Message != "span.attribute shard=3" {
+		t.Fatalf("logs %+v", host.Logs)
+	}
+}
+
 func TestApplyDropsTheEmptyObjectsGoWritesButKeepsMeaningfulOnes(t *testing.T) {
 	host := fake.New(t)
 	type spec struct {

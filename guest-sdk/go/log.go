@@ -85,3 +85,10 @@ func cutQuoted(line string) (string, string, bool) {
 	}
 	return "", "", false
 }
+
+// SpanAttribute sets the attribute `guest.<name>` of this reconcile's span to value when the
+// host traces reconciles (OpenTelemetry; otherwise a debug line of the host's log). name is
+// 1–64 ASCII letters, digits, '_', '.' or '-'. It logs `span.attribute <name>=<value>`.
+func SpanAttribute(name, value string) {
+	current.Log(slog.LevelDebug, "span.attribute "+name+"="+value)
+}

@@ -52,3 +52,11 @@ macro_rules! error {
         $crate::log::write($crate::log::Level::Error, &::std::format!($($arg)+))
     };
 }
+
+/// Sets the attribute `guest.<name>` of this reconcile's span to `value`, when the host traces
+/// reconciles (OpenTelemetry; otherwise a debug line of the host's log). `name` is 1–64 ASCII
+/// letters, digits, `_`, `.` or `-`. Any SDK does the same by logging
+/// `span.attribute <name>=<value>`; every other message is an event of the span.
+pub fn span_attribute(name: &str, value: &str) {
+    host::log(Level::Debug, &format!("span.attribute {name}={value}"));
+}

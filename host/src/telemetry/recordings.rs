@@ -8,7 +8,7 @@
 //!   the key; `202 Accepted`.
 //!
 //! The last two answer `403 Forbidden` unless the host's configuration sets `recording.serve`:
-//! the port has no authentication, and a bundle holds what the plugin read.
+//! a bundle holds what the plugin read, and outside a cluster the port has no authentication.
 
 use axum::extract::State;
 use axum::response::IntoResponse;

@@ -38,10 +38,31 @@ pub fn import_span(call: &Context, import: Import, started: Instant) {
     span.end();
 }
 
-/// The guest logged `message` at `level`: an event of the reconcile span.
+/// How a guest's `log` message sets an attribute of its reconcile span:
+/// `span.attribute <name>=<value>` sets `guest.<name>` to `<value>`.
+pub const ATTRIBUTE_PREFIX: &str = "span.attribute ";
+
+/// The name and value of a `span.attribute <name>=<value>` message; the name 1–64 ASCII
+/// letters, digits, `_`, `.` or `-`.
+fn attribute(message: &str) -> Option<(&str, &str)> {
+    let (name, value) = message.strip_prefix(ATTRIBUTE_PREFIX)?.split_once('=')?;
+    let valid = (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+    valid.then_some((name, value))
+}
+
+/// The guest logged `message` at `level`: an event of the reconcile span, or, for
+/// `span.attribute <name>=<value>` ([`ATTRIBUTE_PREFIX`]), its attribute `guest.<name>`.
 pub fn log_event(call: &Context, level: &str, message: &str) {
     let span = call.span();
-    if span.span_context().is_valid() {
+    if !span.span_context().is_valid() {
+        return;
+    }
+    if let Some((name, value)) = attribute(message) {
+        span.set_attribute(KeyValue::new(format!("guest.{name}"), value.to_owned()));
+    } else {
         span.add_event(
             "guest.log",
             vec![
@@ -87,4 +108,30 @@ pub async fn api_request(
     }
     span.end();
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::attribute;
+
+    #[test]
+    fn a_span_attribute_message_names_a_short_plain_attribute() {
+        assert_eq!(attribute("span.attribute shard=3"), Some(("shard", "3")));
+        assert_eq!(
+            attribute("span.attribute db.rows=1=2"),
+            Some(("db.rows", "1=2"))
+        );
+        assert_eq!(attribute("span.attribute empty="), Some(("empty", "")));
+        for other in [
+            "hello",
+            "span.attribute noequals",
+            "span.attribute =v",
+            "span.attribute a b=c",
+            "span.attributes x=1",
+        ] {
+            assert_eq!(attribute(other), None, "{other}");
+        }
+        let long = format!("span.attribute {}=v", "n".repeat(65));
+        assert_eq!(attribute(&long), None);
+    }
 }

@@ -112,6 +112,7 @@ impl Reconciler for Testbed {
             }
             "log" => {
                 info!("testbed: hello from {name}");
+                reconcile_guest::log::span_attribute("greeted", name);
                 println!("testbed stdout {name}");
                 eprintln!("testbed stderr {name}");
                 seen(&request, &source)
