@@ -30,9 +30,10 @@ fi
 export CARGO_PROFILE_RELEASE_STRIP="${CARGO_PROFILE_RELEASE_STRIP:-symbols}"
 # Without the default features: the image runs against a real API server, so the embedded one
 # (`reconcile-host dev`, feature `dev-server`) stays out of the binary, and so do the C and Go
-# projects' build commands (`bindings`, `componentize`: feature `guest-toolchain`).
+# projects' build commands (`bindings`, `componentize`: feature `guest-toolchain`); traces
+# (feature `traces`) stay in.
 "$CARGO" build --locked --profile "$PROFILE" --target "$TARGET" -p reconcile-host --bin reconcile-host \
-  --no-default-features
+  --no-default-features --features traces
 
 # Cargo's `dev` profile builds into `debug/`, the others into a directory of their name.
 dir=$PROFILE

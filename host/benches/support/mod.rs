@@ -145,8 +145,11 @@ pub fn recording_plugin(engine: &PluginEngine, rt: &Runtime, wasm: &Path) -> Plu
         "bench",
         reconcile_host::config::RecordingConfig::default(),
     );
+    let history = reconcile_host::delivery::history::History::new("v1/ConfigMap".to_owned());
     PluginReconciler::new(Arc::new(
-        Plugin::new(Arc::new(context), module, None).with_recordings(Arc::new(recordings)),
+        Plugin::new(Arc::new(context), module, None)
+            .with_recordings(Arc::new(recordings))
+            .with_history(Arc::new(history)),
     ))
 }
 

@@ -3,9 +3,10 @@
 //! ([`crate::telemetry::reconciles`]).
 //!
 //! # Bounds
-//! [`PER_KEY`] reconciles per key, [`MAX_KEYS`] keys: past that, the eighth of the keys
-//! reconciled longest ago is forgotten at once (so keeping an entry stays a map lookup and a
-//! ring push, with no order to maintain). An entry holds names, resourceVersions and error
+//! [`PER_KEY`] reconciles per key, [`MAX_KEYS`] keys in [`SHARDS`] shards by the key's hash
+//! (so that workers keeping entries of different keys rarely wait for one another): past a
+//! shard's share, the eighth of its keys reconciled longest ago is forgotten at once (so keeping
+//! an entry stays a map lookup and a ring push, with no order to maintain). An entry holds names, resourceVersions and error
 //! texts (each cut), never an object's body.
 
 use std::collections::{HashMap, VecDeque};
@@ -27,6 +28,23 @@ pub const PER_KEY: usize = 8;
 
 /// How many keys' reconciles are kept.
 pub const MAX_KEYS: usize = 4096;
+
+/// How many parts the keys are kept in, each with its lock and `MAX_KEYS / SHARDS` keys.
+pub const SHARDS: usize = 16;
+
+/// The keys one shard keeps.
+const SHARD_KEYS: usize = MAX_KEYS / SHARDS;
+
+/// The shard of `key`: its hash (SipHash with fixed keys, the same in every process).
+fn shard_of(key: &ObjectKey) -> usize {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut hasher = std::hash::DefaultHasher::new();
+    key.hash(&mut hasher);
+    // The low bits of a 64-bit hash; SHARDS is far below 2^32.
+    #[allow(clippy::cast_possible_truncation)]
+    let shard = hasher.finish() as usize % SHARDS;
+    shard
+}
 
 /// The longest error text an entry keeps.
 const MAX_ERROR: usize = 1024;
@@ -181,7 +199,7 @@ pub type DepthProbe = Box<dyn Fn() -> usize + Send + Sync>;
 /// One plugin's history (see the module docs).
 pub struct History {
     for_kind: String,
-    kept: Mutex<Kept>,
+    shards: [Mutex<Kept>; SHARDS],
     reconciles: AtomicU64,
     errors: AtomicU64,
     busy_micros: AtomicU64,
@@ -192,7 +210,14 @@ impl std::fmt::Debug for History {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("History")
             .field("for_kind", &self.for_kind)
-            .field("keys", &self.kept.lock().keys.len())
+            .field(
+                "keys",
+                &self
+                    .shards
+                    .iter()
+                    .map(|s| s.lock().keys.len())
+                    .sum::<usize>(),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -203,7 +228,7 @@ impl History {
     pub fn new(for_kind: String) -> Self {
         Self {
             for_kind,
-            kept: Mutex::default(),
+            shards: std::array::from_fn(|_| Mutex::default()),
             reconciles: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             busy_micros: AtomicU64::new(0),
@@ -225,7 +250,7 @@ impl History {
         }
         let micros = u64::try_from(entry.took.as_micros()).unwrap_or(u64::MAX);
         self.busy_micros.fetch_add(micros, Ordering::Relaxed);
-        let mut kept = self.kept.lock();
+        let mut kept = self.shards[shard_of(key)].lock();
         let kept = &mut *kept;
         let order = kept.next;
         kept.next += 1;
@@ -233,7 +258,7 @@ impl History {
             Some(history) => history,
             None => kept.keys.entry(key.clone()).or_insert_with(|| KeyHistory {
                 latest: order,
-                entries: VecDeque::with_capacity(PER_KEY),
+                entries: VecDeque::new(),
             }),
         };
         history.latest = order;
@@ -241,14 +266,14 @@ impl History {
             history.entries.pop_front();
         }
         history.entries.push_back(entry);
-        if kept.keys.len() > MAX_KEYS {
+        if kept.keys.len() > SHARD_KEYS {
             kept.evict();
         }
     }
 
     /// The reconciles kept for `key`, newest first, as JSON.
     fn json_of(&self, key: &ObjectKey) -> Vec<Value> {
-        self.kept
+        self.shards[shard_of(key)]
             .lock()
             .keys
             .get(key)
@@ -332,21 +357,39 @@ mod tests {
     }
 
     #[test]
-    fn past_the_key_bound_the_key_reconciled_longest_ago_is_forgotten() {
+    fn past_a_shards_share_of_keys_the_ones_reconciled_longest_ago_are_forgotten() {
         let history = History::new("v1/ConfigMap".into());
-        let key = |i: usize| ObjectKey::in_namespace(Some("ns"), &format!("k{i}"));
-        for i in 0..MAX_KEYS {
-            history.keep(&key(i), entry(Ended::Success));
+        // Keys of one shard, in the order they are first reconciled.
+        let keys: Vec<ObjectKey> = (0..)
+            .map(|i| ObjectKey::in_namespace(Some("ns"), &format!("k{i}")))
+            .filter(|key| shard_of(key) == 3)
+            .take(SHARD_KEYS + 1)
+            .collect();
+        for key in &keys[..SHARD_KEYS] {
+            history.keep(key, entry(Ended::Success));
         }
-        // k0 reconciles again: k1 … are now the ones reconciled longest ago.
-        history.keep(&key(0), entry(Ended::Requeue));
-        history.keep(&key(MAX_KEYS), entry(Ended::Success));
-        let held = |i| history.json_of(&key(i)).len();
+        // k0 reconciles again: the next ones are now those reconciled longest ago.
+        history.keep(&keys[0], entry(Ended::Requeue));
+        history.keep(&keys[SHARD_KEYS], entry(Ended::Success));
+        let held = |i: usize| history.json_of(&keys[i]).len();
         assert_eq!(held(0), 2, "reconciled recently: kept");
         assert_eq!(held(1), 0, "reconciled longest ago: forgotten");
-        assert_eq!(held(MAX_KEYS / 8), 0, "the oldest eighth goes at once");
-        assert_eq!(held(MAX_KEYS / 8 + 1), 1);
-        assert_eq!(held(MAX_KEYS), 1);
-        assert_eq!(history.kept.lock().keys.len(), MAX_KEYS + 1 - MAX_KEYS / 8);
+        assert_eq!(held(SHARD_KEYS / 8), 0, "the oldest eighth goes at once");
+        assert_eq!(held(SHARD_KEYS / 8 + 1), 1);
+        assert_eq!(held(SHARD_KEYS), 1);
+        assert_eq!(
+            history.shards[3].lock().keys.len(),
+            SHARD_KEYS + 1 - SHARD_KEYS / 8
+        );
+        let other = (0..)
+            .map(|i| ObjectKey::in_namespace(Some("ns"), &format!("o{i}")))
+            .find(|key| shard_of(key) != 3)
+            .unwrap();
+        history.keep(&other, entry(Ended::Success));
+        assert_eq!(
+            history.json_of(&other).len(),
+            1,
+            "another shard keeps its own keys"
+        );
     }
 }

@@ -26,10 +26,15 @@ use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 /// The tracer reconciles report to, once [`init_from_env`] turned tracing on.
 static TRACER: OnceLock<SdkTracer> = OnceLock::new();
 
-/// The tracer, when tracing is on: one atomic load when it is off.
+/// The tracer, when tracing is on: one atomic load when it is off; always `None` in a build
+/// without the `traces` feature.
 #[must_use]
 pub fn tracer() -> Option<&'static SdkTracer> {
-    TRACER.get()
+    if cfg!(feature = "traces") {
+        TRACER.get()
+    } else {
+        None
+    }
 }
 
 /// Keeps the exporter running; dropping it flushes what is buffered and stops it.
@@ -71,6 +76,11 @@ fn wanted(env: &dyn Fn(&str) -> Option<String>) -> bool {
 pub fn init_from_env() -> Result<Option<Traces>, TracesError> {
     if !wanted(&|name| std::env::var(name).ok()) {
         return Ok(None);
+    }
+    if !cfg!(feature = "traces") {
+        return Err(TracesError(
+            "this reconcile-host was built without the `traces` feature".to_owned(),
+        ));
     }
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .build()
