@@ -62,6 +62,7 @@ pub fn compare(real: &Reply, embedded: &Reply, mode: Mode, select: &[String]) ->
     let prepare = |body: &Value| {
         let mut body = body.clone();
         normalise(&mut body);
+        order_invalid_causes(&mut body);
         if mode == Mode::Shape {
             body = shape(&body);
         }
@@ -135,6 +136,52 @@ pub fn normalise(value: &mut Value) {
         }
         _ => {}
     }
+}
+
+/// Puts the causes of an `Invalid` Status in one order: upstream validates a custom resource's
+/// properties in Go's map order, which differs from run to run, so its causes, and the list in
+/// its message, come in any order.
+fn order_invalid_causes(body: &mut Value) {
+    if body["kind"] != "Status" || body["reason"] != "Invalid" {
+        return;
+    }
+    if let Some(Value::Array(causes)) = body.pointer_mut("/details/causes") {
+        causes.sort_by_key(Value::to_string);
+    }
+    if let Some(Value::String(message)) = body.get_mut("message") {
+        *message = sorted_error_list(message);
+    }
+}
+
+/// `<head>[a: x, b: y]` with the bracketed errors sorted; an error starts after `, ` where a field
+/// path and `: ` follow (an error's own text may hold `, `).
+fn sorted_error_list(message: &str) -> String {
+    let (Some(open), true) = (message.find(": ["), message.ends_with(']')) else {
+        return message.to_owned();
+    };
+    let list = &message[open + 3..message.len() - 1];
+    let starts_error = |rest: &str| {
+        rest.split_once(": ").is_some_and(|(path, _)| {
+            !path.is_empty()
+                && path
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._-[]<>".contains(c))
+        })
+    };
+    let mut errors = Vec::new();
+    let mut start = 0;
+    let mut search = 0;
+    while let Some(found) = list[search..].find(", ") {
+        let at = search + found;
+        if starts_error(&list[at + 2..]) {
+            errors.push(&list[start..at]);
+            start = at + 2;
+        }
+        search = at + 2;
+    }
+    errors.push(&list[start..]);
+    errors.sort_unstable();
+    format!("{}: [{}]", &message[..open], errors.join(", "))
 }
 
 /// An age of seconds as a Table cell prints it (`0s` to `119s`).
@@ -384,6 +431,29 @@ mod tests {
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].path, "body.items[a]");
         assert!(found[0].embedded.is_none());
+    }
+
+    #[test]
+    fn the_causes_of_an_invalid_status_are_compared_in_one_order() {
+        let message = |list: &str| {
+            json!({"kind": "Status", "reason": "Invalid",
+                "message": format!("G \"h\" is invalid: [{list}]"),
+                "details": {"causes": [{"field": "b"}, {"field": "a"}]}})
+        };
+        let mut real = message(
+            "spec.b: Unsupported value: \"x\": supported values: \"p\", \"q\", spec.a: Required value",
+        );
+        let mut embedded = message(
+            "spec.a: Required value, spec.b: Unsupported value: \"x\": supported values: \"p\", \"q\"",
+        );
+        order_invalid_causes(&mut real);
+        order_invalid_causes(&mut embedded);
+        assert_eq!(real, embedded);
+        assert_eq!(real["details"]["causes"][0]["field"], "a");
+        let mut other = json!({"kind": "Status", "reason": "Conflict", "message": "x: [b, a]"});
+        let before = other.clone();
+        order_invalid_causes(&mut other);
+        assert_eq!(other, before);
     }
 
     #[test]
