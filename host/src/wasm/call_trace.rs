@@ -10,6 +10,7 @@ use opentelemetry::{Context, KeyValue};
 use crate::telemetry::traces;
 use crate::wasm::api::{ApiResult, Target};
 use crate::wasm::cost::Import;
+use crate::wasm::guest_log::MAX_LINE;
 
 tokio::task_local! {
     /// The `traceparent` of the API request being made on this task, if traced.
@@ -54,12 +55,14 @@ fn attribute(message: &str) -> Option<(&str, &str)> {
 }
 
 /// The guest logged `message` at `level`: an event of the reconcile span, or, for
-/// `span.attribute <name>=<value>` ([`ATTRIBUTE_PREFIX`]), its attribute `guest.<name>`.
+/// `span.attribute <name>=<value>` ([`ATTRIBUTE_PREFIX`]), its attribute `guest.<name>`. The
+/// message is cut at [`MAX_LINE`] bytes first, as the host's log cuts it.
 pub fn log_event(call: &Context, level: &str, message: &str) {
     let span = call.span();
     if !span.span_context().is_valid() {
         return;
     }
+    let message = cut(message, MAX_LINE);
     if let Some((name, value)) = attribute(message) {
         span.set_attribute(KeyValue::new(format!("guest.{name}"), value.to_owned()));
     } else {
@@ -71,6 +74,15 @@ pub fn log_event(call: &Context, level: &str, message: &str) {
             ],
         );
     }
+}
+
+/// `text` cut at `max` bytes, at a character boundary.
+fn cut(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// Performs `request` (an API call of `verb` on `target`) in a client span that is a child of
@@ -113,6 +125,7 @@ pub async fn api_request(
 #[cfg(test)]
 mod tests {
     use super::attribute;
+    use crate::wasm::guest_log::MAX_LINE;
 
     #[test]
     fn a_span_attribute_message_names_a_short_plain_attribute() {
@@ -133,5 +146,12 @@ mod tests {
         }
         let long = format!("span.attribute {}=v", "n".repeat(65));
         assert_eq!(attribute(&long), None);
+    }
+
+    #[test]
+    fn a_long_message_is_cut_at_a_character_boundary() {
+        let text = format!("{}é", "a".repeat(MAX_LINE - 1));
+        assert_eq!(super::cut(&text, MAX_LINE), &text[..MAX_LINE - 1]);
+        assert_eq!(super::cut("short", MAX_LINE), "short");
     }
 }
