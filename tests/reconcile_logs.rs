@@ -45,7 +45,7 @@ async fn logs_show_a_plugins_lines_by_key_and_replay_reruns_its_recorded_failure
     let lines = eventually_async(
         "the guest's lines and the failure in `logs -o json`",
         || async {
-            let (ok, out, err) = reach.run(&["logs", "testbed", "-o", "json"]);
+            let (ok, out, err) = reach.run(&["logs", "testbed", "-o", "json"]).await;
             assert!(ok, "kubectl reconcile logs failed: {err}\n{out}");
             let lines: Vec<Value> = out
                 .lines()
@@ -78,7 +78,7 @@ async fn logs_show_a_plugins_lines_by_key_and_replay_reruns_its_recorded_failure
             .is_some_and(|m| m.starts_with("reconcile failed")),
         "{failure}"
     );
-    let (ok, text, err) = reach.run(&["logs", "testbed", "--tail", "1000"]);
+    let (ok, text, err) = reach.run(&["logs", "testbed", "--tail", "1000"]).await;
     assert!(ok, "{err}");
     let talking = text
         .lines()
@@ -89,29 +89,31 @@ async fn logs_show_a_plugins_lines_by_key_and_replay_reruns_its_recorded_failure
         "{talking}"
     );
     // No lines of a plugin the host does not run: said, and not an error of the replicas.
-    let (ok, out, err) = reach.run(&["logs", "no-such-plugin"]);
+    let (ok, out, err) = reach.run(&["logs", "no-such-plugin"]).await;
     assert!(ok && out.is_empty(), "{out}");
     assert!(
         err.contains("no replica holds log lines of plugin"),
         "{err}"
     );
-    let (ok, _, err) = reach.run(&["logs", "Not/A/Name"]);
+    let (ok, _, err) = reach.run(&["logs", "Not/A/Name"]).await;
     assert!(!ok && err.contains("not a plugin name"), "{err}");
 
     let saved = dir.join("broken.json");
     let saved_arg = saved.display().to_string();
     let module = component("testbed").display().to_string();
-    let (ok, report, err) = reach.run(&[
-        "replay",
-        "testbed",
-        "configmap/broken",
-        "-n",
-        NS,
-        "--module",
-        &module,
-        "--save",
-        &saved_arg,
-    ]);
+    let (ok, report, err) = reach
+        .run(&[
+            "replay",
+            "testbed",
+            "configmap/broken",
+            "-n",
+            NS,
+            "--module",
+            &module,
+            "--save",
+            &saved_arg,
+        ])
+        .await;
     assert!(ok, "replay differs or failed: {err}\n{report}");
     assert!(
         err.contains(&format!("replaying the recording of {broken}")),
@@ -121,15 +123,17 @@ async fn logs_show_a_plugins_lines_by_key_and_replay_reruns_its_recorded_failure
         serde_json::from_str(&std::fs::read_to_string(&saved).expect("saved")).expect("JSON");
     assert_eq!(bundle["request"]["target"]["name"], "broken");
     assert_eq!(bundle["plugin"], "testbed");
-    let (ok, _, err) = reach.run(&[
-        "replay",
-        "testbed",
-        "configmap/talker",
-        "-n",
-        NS,
-        "--module",
-        &module,
-    ]);
+    let (ok, _, err) = reach
+        .run(&[
+            "replay",
+            "testbed",
+            "configmap/talker",
+            "-n",
+            NS,
+            "--module",
+            &module,
+        ])
+        .await;
     assert!(!ok, "a reconcile that succeeded is not recorded");
     assert!(err.contains("no replica holds a recording"), "{err}");
 }

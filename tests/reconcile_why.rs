@@ -1,7 +1,7 @@
 //! End to end: `kubectl reconcile why` (kubectl running the host binary as its plugin) tells,
 //! for an object updated twice and requeued, each reconcile with its causes (the watch event and
 //! resourceVersion, the requeue-after that came due), outcome and API calls, on one host and
-//! across sharded replicas (a key gained in a handover says so); `top` lists the plugins. On
+//! across sharded replicas (a key gained in a handover, when a replica leaves, says so); `top` lists the plugins. On
 //! the real API server the plugin reaches the hosts as pods through its proxy, and the hosts
 //! check the reader's token with the API server: an unbound account is refused.
 
@@ -24,6 +24,7 @@ pub(crate) const NS: &str = "why";
 const HOSTS_NS: &str = "reconcile-system";
 
 /// Where the hosts are, and how `kubectl reconcile` reaches them.
+#[derive(Clone)]
 pub(crate) struct Reach {
     /// `kubectl-reconcile` is here.
     bin: PathBuf,
@@ -33,8 +34,18 @@ pub(crate) struct Reach {
 }
 
 impl Reach {
-    /// `kubectl reconcile <args>`: its exit status, stdout and stderr.
-    pub(crate) fn run(&self, args: &[&str]) -> (bool, String, String) {
+    /// `kubectl reconcile <args>`: its exit status, stdout and stderr. kubectl runs on the
+    /// blocking pool: the embedded API server shares this test's runtime, and a replica whose
+    /// server stalls loses its lease.
+    pub(crate) async fn run(&self, args: &[&str]) -> (bool, String, String) {
+        let reach = self.clone();
+        let args: Vec<String> = args.iter().map(|&arg| arg.to_owned()).collect();
+        tokio::task::spawn_blocking(move || reach.run_blocking(&args))
+            .await
+            .expect("kubectl ran")
+    }
+
+    fn run_blocking(&self, args: &[String]) -> (bool, String, String) {
         let path = format!(
             "{}:{}",
             self.bin.display(),
@@ -57,9 +68,10 @@ impl Reach {
 
     /// `why configmap/<name> -n why -o json`: every reconcile, oldest first, each with the
     /// replica that ran it.
-    fn reconciles(&self, name: &str) -> Vec<Value> {
-        let (ok, out, err) =
-            self.run(&["why", &format!("configmap/{name}"), "-n", NS, "-o", "json"]);
+    async fn reconciles(&self, name: &str) -> Vec<Value> {
+        let (ok, out, err) = self
+            .run(&["why", &format!("configmap/{name}"), "-n", NS, "-o", "json"])
+            .await;
         assert!(ok, "kubectl reconcile why failed: {err}\n{out}");
         let answers: Value = serde_json::from_str(&out).expect(&out);
         let mut all: Vec<Value> = Vec::new();
@@ -341,7 +353,7 @@ async fn why_tells_each_reconcile_with_its_causes_outcome_and_calls() {
         .await
         .expect("created");
     eventually_async("the first reconcile", || async {
-        (reach.reconciles("subject").len() == 1).then_some(())
+        (reach.reconciles("subject").await.len() == 1).then_some(())
     })
     .await;
     let updated = api
@@ -355,7 +367,7 @@ async fn why_tells_each_reconcile_with_its_causes_outcome_and_calls() {
     let rv_first = updated.metadata.resource_version.expect("rv");
     // The requeue-after comes due: a third reconcile, which asks for another.
     eventually_async("the requeue-after's reconcile", || async {
-        (reach.reconciles("subject").len() == 3).then_some(())
+        (reach.reconciles("subject").await.len() == 3).then_some(())
     })
     .await;
     let updated = api
@@ -369,7 +381,7 @@ async fn why_tells_each_reconcile_with_its_causes_outcome_and_calls() {
     let rv_second = updated.metadata.resource_version.expect("rv");
     // The second update runs at once; the pending requeue-after still comes due after it.
     let all = eventually_async("five reconciles", || async {
-        let all = reach.reconciles("subject");
+        let all = reach.reconciles("subject").await;
         (all.len() == 5).then_some(all)
     })
     .await;
@@ -436,7 +448,7 @@ async fn why_tells_each_reconcile_with_its_causes_outcome_and_calls() {
         ["get subject-ticks ok", "patch subject-ticks ok"]
     );
     // The text a person reads.
-    let (ok, text, err) = reach.run(&["why", "configmap/subject", "-n", NS]);
+    let (ok, text, err) = reach.run(&["why", "configmap/subject", "-n", NS]).await;
     assert!(ok, "{err}");
     assert!(
         text.starts_with("configmap why/subject: 5 reconciles on 1 replica asked"),
@@ -453,7 +465,7 @@ async fn why_tells_each_reconcile_with_its_causes_outcome_and_calls() {
         text.contains("call:    patch v1/ConfigMap why/subject-ticks → ok"),
         "{text}"
     );
-    let (ok, top, err) = reach.run(&["top"]);
+    let (ok, top, err) = reach.run(&["top"]).await;
     assert!(ok, "{err}");
     let row = top
         .lines()
@@ -465,7 +477,7 @@ async fn why_tells_each_reconcile_with_its_causes_outcome_and_calls() {
         // for /debug/reconciles is refused, though the proxy let the request through.
         let stranger = account_token(&server, "stranger").await;
         let refused = reach_with_token(&reach, &stranger);
-        let (ok, out, _) = refused.run(&["why", "configmap/subject", "-n", NS]);
+        let (ok, out, _) = refused.run(&["why", "configmap/subject", "-n", NS]).await;
         assert!(!ok, "{out}");
         assert!(out.contains("did not answer: 403"), "{out}");
     }
@@ -502,54 +514,62 @@ async fn why_across_sharded_replicas_names_the_handover() {
     let token = cluster(&server).await;
     let ports = [free_port(), free_port(), free_port()];
     let mut hosts = Vec::new();
-    for (name, port) in ["host-a", "host-b"].into_iter().zip(ports) {
+    for (name, port) in ["host-a", "host-b", "host-c"].into_iter().zip(ports) {
         hosts.push(host(&server, &dir, name, ("sharded", &[]), port).await);
     }
     for host in &hosts {
-        host.wait_log(&["ring settled", "members=2"]).await;
+        host.wait_log(&["ring settled", "members=3"]).await;
     }
     let api: Api<ConfigMap> = Api::namespaced(server.client(), NS);
-    // With 24 keys, the chance that none moves to a third replica is (2/3)^24, below 1e-4.
+    // With 24 keys, the chance that host-c owns none is (2/3)^24, below 1e-4.
     let names: Vec<String> = (0..24).map(|i| format!("object-{i}")).collect();
     for name in &names {
         api.create(&PostParams::default(), &object(name, "ok"))
             .await
             .expect("created");
     }
-    let reach = reach(&server, &dir, token.as_deref(), &ports);
-    eventually_async("every object reconciled", || async {
-        let seen = api.list(&Default::default()).await.ok()?;
-        let seen = seen
-            .items
-            .iter()
-            .filter(|c| {
-                c.metadata
-                    .name
-                    .as_deref()
-                    .is_some_and(|n| n.ends_with("-seen"))
-            })
-            .count();
-        (seen == names.len()).then_some(())
+    let reach_all = reach(&server, &dir, token.as_deref(), &ports);
+    // Each object's one reconcile, and the replica that ran it.
+    let first: Vec<(String, Value)> = eventually_async("every object reconciled", || async {
+        let mut first = Vec::new();
+        for name in &names {
+            let all = reach_all.reconciles(name).await;
+            let [entry] = all.as_slice() else {
+                return None;
+            };
+            first.push((name.clone(), entry.clone()));
+        }
+        Some(first)
     })
     .await;
-    // A third replica joins: the keys the ring gives it are handed over, and it reconciles them.
-    hosts.push(host(&server, &dir, "host-c", ("sharded", &[]), ports[2]).await);
-    for host in &hosts {
-        host.wait_log(&["ring settled", "members=3"]).await;
+    for (_, entry) in &first {
+        assert_eq!(whys(entry), ["added"], "{first:#?}");
     }
-    let moved = eventually_async("a key handed over to the new replica", || async {
-        names.iter().find_map(|name| {
-            let all = reach.reconciles(name);
-            (all.len() == 2 && whys(&all[1]) == ["handover"]).then_some(all)
-        })
+    // host-c leaves the ring: the replicas left (their controllers running, their caches
+    // full) gain its keys in a handover and reconcile them.
+    let mut leaving = hosts.pop().expect("host-c");
+    leaving.signal("TERM");
+    assert_eq!(leaving.exit_code().await, Some(0), "{}", leaving.log());
+    if server.is_real() {
+        let pods: Api<Pod> = Api::namespaced(server.client(), HOSTS_NS);
+        pods.delete("host-c", &Default::default())
+            .await
+            .expect("host-c's pod deleted");
+    }
+    let reach = reach(&server, &dir, token.as_deref(), &ports[..2]);
+    let (first, now) = eventually_async("a key handed over from host-c", || async {
+        for (name, first) in &first {
+            let now = reach.reconciles(name).await;
+            let gone = now.iter().all(|entry| entry["replica"] != first["replica"]);
+            if gone && now.len() == 1 && whys(&now[0]) == ["handover"] {
+                return Some((first, now));
+            }
+        }
+        None
     })
     .await;
-    assert_eq!(whys(&moved[0]), ["added"], "{moved:#?}");
-    assert_ne!(
-        moved[0]["replica"], moved[1]["replica"],
-        "two replicas: {moved:#?}"
-    );
-    for entry in &moved {
-        assert_eq!(entry["outcome"], "success");
+    assert_ne!(first["replica"], now[0]["replica"], "{first:#?} {now:#?}");
+    for entry in [first, &now[0]] {
+        assert_eq!(entry["outcome"], "success", "{entry:#?}");
     }
 }
