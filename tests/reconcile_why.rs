@@ -1,9 +1,10 @@
 //! End to end: `kubectl reconcile why` (kubectl running the host binary as its plugin) tells,
 //! for an object updated twice and requeued, each reconcile with its causes (the watch event and
 //! resourceVersion, the requeue-after that came due), outcome and API calls, on one host and
-//! across sharded replicas (a key gained in a handover, when a replica leaves, says so); `top` lists the plugins. On
-//! the real API server the plugin reaches the hosts as pods through its proxy, and the hosts
-//! check the reader's token with the API server: an unbound account is refused.
+//! across sharded replicas (a key gained in a handover, when a replica leaves, says so); `top`
+//! lists the plugins. On the real API server the plugin reaches the hosts as pods through its
+//! proxy, and the hosts check the reader's token with the API server: an unbound account is
+//! refused.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
