@@ -200,7 +200,8 @@ go-test:
 
 ## The fault checker's soak (docs/testing.md): random seeds for leader and sharded mode on the real
 ## control plane, one run at a time; SOAK_SEEDS seeds per mode (default 100), FAULT_DURATIONS=default
-## for client-go's Lease durations, FAULT_SECONDS for the faults' length. Each run prints its seed.
+## for client-go's Lease durations, FAULT_SECONDS for the faults' length, FAULT_OBJECTS, FAULT_WRITES,
+## FAULT_WORK_MS and FAULT_WAIT_MS for the load (docs/testing.md). Each run prints its seed.
 .PHONY: soak-replicas
 soak-replicas: control-plane
 	E2E_BACKEND=real FAULT_SEEDS=random:$(or $(SOAK_SEEDS),100) $(CARGO) test --workspace --locked \

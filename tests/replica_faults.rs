@@ -8,9 +8,11 @@
 //!
 //! Without `FAULT_SEEDS` it runs seed 1 for each mode; `FAULT_SEEDS` picks others (`7,12` or
 //! `random:50`), `FAULT_DURATIONS=default` uses client-go's Lease durations (`4000,3000,1000`
-//! sets them in ms), `FAULT_SECONDS` sets how long faults run, `FAULT_HOST_BINARY` runs another
-//! build of the host. `make soak-replicas` runs random seeds; a failing seed runs again with the
-//! command its failure prints.
+//! sets them in ms), `FAULT_SECONDS` sets how long faults run; `FAULT_OBJECTS`, `FAULT_WRITES`,
+//! `FAULT_WORK_MS` and `FAULT_WAIT_MS` set the witness objects (100), the writer's changes a
+//! second (20), each reconcile's work (100 ms of CPU) and its wait before writing (0 ms, a
+//! sleep); `FAULT_HOST_BINARY` runs another build of the host. `make soak-replicas` runs random
+//! seeds; a failing seed runs again with the command its failure prints.
 
 use std::time::Duration;
 
@@ -47,9 +49,10 @@ async fn faults(mode: Mode) {
         faults_for: Duration::from_secs(seconds),
         replicas: 3,
         max_replicas: 4,
-        objects: 100,
-        writes_per_second: 20,
-        work: Duration::from_millis(100),
+        objects: knob("FAULT_OBJECTS", 100),
+        writes_per_second: knob("FAULT_WRITES", 20),
+        work: Duration::from_millis(knob("FAULT_WORK_MS", 100)),
+        wait: Duration::from_millis(knob("FAULT_WAIT_MS", 0)),
         // a lapsed Lease noticed, a ring settled, and the queue's backoff after the faults
         settle: durations.lease * 5 + Duration::from_secs(15),
     };
@@ -74,6 +77,8 @@ async fn faults(mode: Mode) {
         Mode::Leader => "leader",
         Mode::Sharded => "sharded",
     };
+    let (objects, writes_per_second) = (settings.objects, settings.writes_per_second);
+    let (work, wait) = (settings.work.as_millis(), settings.wait.as_millis());
     let (lease, renew, retry) = (
         durations.lease.as_millis(),
         durations.renew.as_millis(),
@@ -83,10 +88,22 @@ async fn faults(mode: Mode) {
         failed.is_empty(),
         "{mode:?} mode failed the fault checker for seeds {failed:?} (reports above; replica \
          logs in target/fault-runs/); run one again with FAULT_SEEDS=<seed> \
-         FAULT_DURATIONS={lease},{renew},{retry} FAULT_SECONDS={seconds} E2E_BACKEND={backend} \
-         cargo test -p end-to-end --test e2e replica_faults::{test}"
+         FAULT_DURATIONS={lease},{renew},{retry} FAULT_SECONDS={seconds} FAULT_OBJECTS={objects} \
+         FAULT_WRITES={writes_per_second} FAULT_WORK_MS={work} \
+         FAULT_WAIT_MS={wait} E2E_BACKEND={backend} cargo test -p end-to-end --test e2e replica_faults::{test}"
     );
     assert!(writes > 0, "no witness write was observed");
+}
+
+/// The number in the environment variable `name`, or `default` when it is unset.
+fn knob<T: std::str::FromStr>(name: &str, default: T) -> T {
+    match std::env::var(name) {
+        Ok(text) => text
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{name} must be a number, not {text:?}")),
+        Err(_) => default,
+    }
 }
 
 /// `FAULT_DURATIONS`: `short` (the suite's), `default` (client-go's), or `<lease>,<renew>,<retry>`

@@ -44,8 +44,10 @@ pub struct Settings {
     pub objects: usize,
     /// Changes the writer makes per second while faults run.
     pub writes_per_second: u32,
-    /// What each reconcile spends before it writes.
+    /// What each reconcile computes before it writes.
     pub work: Duration,
+    /// What each reconcile waits, after its work and before its write (a sleep: no CPU).
+    pub wait: Duration,
     /// How long after the faults stop every object must be reconciled at its last change.
     pub settle: Duration,
 }
@@ -136,10 +138,12 @@ pub async fn run(server: &Backend, dir: &Path, seed: u64, settings: &Settings) -
     let names: Vec<String> = (0..settings.objects)
         .map(|i| format!("object-{i}"))
         .collect();
-    let work = settings.work.as_millis().to_string();
     for name in &names {
         objects
-            .create(&PostParams::default(), &witness(name, &work))
+            .create(
+                &PostParams::default(),
+                &witness(name, settings.work, settings.wait),
+            )
             .await
             .expect("witness object created");
     }
@@ -207,7 +211,7 @@ pub async fn run(server: &Backend, dir: &Path, seed: u64, settings: &Settings) -
         mode: settings.mode,
         lease_name: "faults",
         plugin: PLUGIN,
-        work_us: settings.work.as_micros(),
+        work_us: (settings.work + settings.wait).as_micros(),
     };
     let verdict = check(&observer.history(), &rules);
     let outcome = Outcome {
@@ -226,8 +230,8 @@ pub async fn run(server: &Backend, dir: &Path, seed: u64, settings: &Settings) -
     outcome
 }
 
-/// A witness object at version 1 whose reconcile spends `work` milliseconds.
-fn witness(name: &str, work: &str) -> ConfigMap {
+/// A witness object at version 1 whose reconcile computes for `work`, then sleeps for `wait`.
+fn witness(name: &str, work: Duration, wait: Duration) -> ConfigMap {
     ConfigMap {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
@@ -237,7 +241,8 @@ fn witness(name: &str, work: &str) -> ConfigMap {
         data: Some(
             [
                 ("v".to_owned(), "1".to_owned()),
-                ("ms".to_owned(), work.to_owned()),
+                ("ms".to_owned(), work.as_millis().to_string()),
+                ("waitMs".to_owned(), wait.as_millis().to_string()),
             ]
             .into(),
         ),

@@ -4,8 +4,9 @@
 //! manifest's env `REPLICA`, in `ledger.test/by`, and, with env `WITNESS=true`, the reconcile's
 //! start in µs since the epoch in `ledger.test/begin`) unless it is there already, then logs
 //! `ledger end ... wrote=<ok|skip>`. A refused write fails the reconcile after logging
-//! `ledger refused`. `data.us` adds microseconds of work; `data.quiet: "true"` logs nothing (the
-//! scale-out benchmark).
+//! `ledger refused`. `data.us` adds microseconds of work, `data.waitMs` milliseconds of sleep
+//! after the work (a reconcile waiting on something, not computing); `data.quiet: "true"` logs
+//! nothing (the scale-out benchmark).
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -46,6 +47,10 @@ impl Reconciler for Ledger {
         let start = Instant::now();
         while start.elapsed() < work {
             std::hint::black_box(0);
+        }
+        let wait = number("waitMs");
+        if wait > 0 {
+            std::thread::sleep(Duration::from_millis(wait));
         }
         let wrote = if seen == Some(version.as_str()) {
             "skip"
