@@ -39,10 +39,7 @@ async fn sharded_mode_keeps_its_fences_and_loses_no_key_under_seeded_faults() {
 async fn faults(mode: Mode) {
     let seeds = seeds();
     let durations = durations();
-    let seconds = std::env::var("FAULT_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(durations.lease.as_secs() * 20);
+    let seconds = knob("FAULT_SECONDS", durations.lease.as_secs() * 20);
     let settings = Settings {
         mode,
         durations,

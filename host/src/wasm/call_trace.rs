@@ -10,7 +10,7 @@ use opentelemetry::{Context, KeyValue};
 use crate::telemetry::traces;
 use crate::wasm::api::{ApiResult, Target};
 use crate::wasm::cost::Import;
-use crate::wasm::guest_log::MAX_LINE;
+use crate::wasm::guest_log::{MAX_LINE, prefix};
 
 tokio::task_local! {
     /// The `traceparent` of the API request being made on this task, if traced.
@@ -62,7 +62,7 @@ pub fn log_event(call: &Context, level: &str, message: &str) {
     if !span.span_context().is_valid() {
         return;
     }
-    let message = cut(message, MAX_LINE);
+    let message = prefix(message, MAX_LINE);
     if let Some((name, value)) = attribute(message) {
         span.set_attribute(KeyValue::new(format!("guest.{name}"), value.to_owned()));
     } else {
@@ -74,15 +74,6 @@ pub fn log_event(call: &Context, level: &str, message: &str) {
             ],
         );
     }
-}
-
-/// `text` cut at `max` bytes, at a character boundary.
-fn cut(text: &str, max: usize) -> &str {
-    let mut end = text.len().min(max);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 /// Performs `request` (an API call of `verb` on `target`) in a client span that is a child of
@@ -151,7 +142,7 @@ mod tests {
     #[test]
     fn a_long_message_is_cut_at_a_character_boundary() {
         let text = format!("{}é", "a".repeat(MAX_LINE - 1));
-        assert_eq!(super::cut(&text, MAX_LINE), &text[..MAX_LINE - 1]);
-        assert_eq!(super::cut("short", MAX_LINE), "short");
+        assert_eq!(super::prefix(&text, MAX_LINE), &text[..MAX_LINE - 1]);
+        assert_eq!(super::prefix("short", MAX_LINE), "short");
     }
 }

@@ -267,16 +267,23 @@ impl CallLog {
     }
 }
 
+/// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.
+#[must_use]
+pub fn prefix(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// Text from a guest made safe to show in the host's messages: at most `max` bytes (cut at a
 /// character boundary, the cut said), newlines and other control characters escaped, and so are
 /// the bidirectional formatting characters that reorder how a terminal shows a line (U+202A–E,
 /// U+2066–9, U+200E–F, U+061C).
 #[must_use]
 pub fn guest_text(text: &str, max: usize) -> String {
-    let mut end = text.len().min(max);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = prefix(text, max).len();
     let mut shown = String::with_capacity(end + 32);
     for c in text[..end].chars() {
         if c.is_control() || reorders_text(c) {

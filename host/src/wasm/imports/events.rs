@@ -12,7 +12,7 @@ use crate::wasm::bindings::kube::reconcile::events::{EventType, Host};
 use crate::wasm::bindings::{CallError, ObjectRef};
 use crate::wasm::context::PluginContext;
 use crate::wasm::cost::Import;
-use crate::wasm::guest_log::guest_text;
+use crate::wasm::guest_log::{guest_text, prefix};
 use crate::wasm::record;
 use crate::wasm::reference;
 use crate::wasm::state::GuestState;
@@ -228,15 +228,6 @@ impl Host for GuestState {
         self.imported(Import::EventsRecordEvent, started);
         result
     }
-}
-
-/// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.
-fn prefix(text: &str, max: usize) -> &str {
-    let mut end = text.len().min(max);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 /// The create of an Event (`events.k8s.io/v1`) reported by plugin `plugin` about `regarding`
