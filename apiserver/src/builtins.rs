@@ -18,6 +18,8 @@ pub struct Kind {
     /// Decodes an object of the kind into its k8s-openapi type: `Err` with serde's reason when
     /// a field has the wrong type (what a real server's decoding into the Go type refuses).
     pub decode: fn(&serde_json::Value) -> Result<(), String>,
+    /// Adds the kind's OpenAPI schema (and those it refers to) to a generator; a reference.
+    pub schema: fn(&mut schemars::SchemaGenerator) -> schemars::Schema,
     /// Group, empty for core.
     pub group: &'static str,
     /// Version.
@@ -32,11 +34,12 @@ pub struct Kind {
 
 fn kind<K>() -> Kind
 where
-    K: Resource + ListableResource + serde::de::DeserializeOwned,
+    K: Resource + ListableResource + serde::de::DeserializeOwned + schemars::JsonSchema,
     K::Scope: 'static,
 {
     Kind {
         decode: decodes::<K>,
+        schema: |generator| generator.subschema_for::<K>(),
         group: K::GROUP,
         version: K::VERSION,
         kind: K::KIND,

@@ -1,8 +1,5 @@
-//! Discovery documents (`/version`, `/api`, `/apis`, group versions), health endpoints, and a
-//! minimal OpenAPI v3 document that tells kubectl which kinds accept server-side validation.
-
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
+//! Discovery documents (`/version`, `/api`, `/apis`, group versions) and health endpoints; the
+//! OpenAPI documents are [`super::openapi`]'s.
 
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
@@ -93,19 +90,6 @@ pub(crate) fn serve(
                 return None;
             }
             ok(resource_list(cluster, group, version))
-        }
-        ["openapi", "v3"] => ok(openapi_index(cluster)),
-        ["openapi", "v3", rest @ ..] => {
-            let (group, version) = match rest {
-                ["api", v] => ("", *v),
-                ["apis", g, v] => (*g, *v),
-                _ => return None,
-            };
-            let resources = cluster.registry.in_group_version(group, version);
-            if resources.is_empty() {
-                return None;
-            }
-            ok(openapi_group_version(&resources))
         }
         _ => None,
     }
@@ -309,73 +293,6 @@ fn resource_list(cluster: &Cluster, group: &str, version: &str) -> Value {
         list["apiVersion"] = "v1".into();
     }
     list
-}
-
-fn openapi_index(cluster: &Cluster) -> Value {
-    let mut paths = serde_json::Map::new();
-    let mut gvs: Vec<(String, String)> = vec![(String::new(), "v1".into())];
-    for g in cluster.registry.groups() {
-        for v in g.versions {
-            gvs.push((g.name.clone(), v));
-        }
-    }
-    for (group, version) in gvs {
-        let key = if group.is_empty() {
-            format!("api/{version}")
-        } else {
-            format!("apis/{group}/{version}")
-        };
-        let doc = openapi_group_version(&cluster.registry.in_group_version(&group, &version));
-        let mut hasher = DefaultHasher::new();
-        doc.to_string().hash(&mut hasher);
-        let url = format!("/openapi/v3/{key}?hash={:016X}", hasher.finish());
-        paths.insert(key, json!({"serverRelativeURL": url}));
-    }
-    json!({"paths": paths})
-}
-
-/// A group-version document declaring, per kind, that PATCH accepts `fieldValidation` (so
-/// kubectl leaves validation to the server) without schemas (so kubectl builds strategic
-/// merge patches from its compiled-in types).
-fn openapi_group_version(resources: &[std::sync::Arc<Resource>]) -> Value {
-    let mut paths = serde_json::Map::new();
-    for r in resources {
-        let prefix = if r.group.is_empty() {
-            format!("/api/{}", r.version)
-        } else {
-            format!("/apis/{}/{}", r.group, r.version)
-        };
-        let path = if r.namespaced {
-            format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", r.plural)
-        } else {
-            format!("{prefix}/{}/{{name}}", r.plural)
-        };
-        let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind});
-        let params = json!([
-            {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
-            {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
-            {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
-        ]);
-        let op = |verb: &str| {
-            json!({
-                "operationId": format!("{verb}{}", r.kind),
-                "x-kubernetes-action": verb,
-                "x-kubernetes-group-version-kind": gvk,
-                "parameters": params,
-                "responses": {"200": {"description": "OK"}},
-            })
-        };
-        paths.insert(
-            path,
-            json!({"get": op("get"), "put": op("put"), "patch": op("patch"), "delete": op("delete")}),
-        );
-    }
-    json!({
-        "openapi": "3.0.0",
-        "info": {"title": "Kubernetes (embedded)", "version": format!("v1.{KUBERNETES_MINOR}.0")},
-        "paths": paths,
-        "components": {"schemas": {}},
-    })
 }
 
 #[cfg(test)]

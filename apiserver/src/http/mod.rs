@@ -6,6 +6,7 @@ mod fields;
 mod list;
 mod list_options;
 mod objects;
+mod openapi;
 mod protobuf;
 mod request;
 mod response;
@@ -145,6 +146,10 @@ async fn dispatch(
         .split('/')
         .filter(|s| !s.is_empty())
         .collect();
+    let version = format!("v1.{}.0", discovery::KUBERNETES_MINOR);
+    if let Some(resp) = openapi::serve(&app.cluster, method, &segments, headers, &version) {
+        return Ok(resp);
+    }
     if let Some(resp) = discovery::serve(&app.cluster, method, &segments, headers) {
         return Ok(resp);
     }

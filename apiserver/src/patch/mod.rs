@@ -33,7 +33,7 @@ mod fields;
 mod json;
 mod merge;
 mod ownership;
-mod schema;
+pub(crate) mod schema;
 mod strategic;
 
 pub use apply::{ApplyRequest, apply, record_update};

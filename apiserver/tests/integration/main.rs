@@ -11,6 +11,7 @@ mod faults;
 mod impersonation;
 mod kube_rs;
 mod kubectl;
+mod kubectl_versions;
 mod list_watch;
 mod objects;
 mod python_client;

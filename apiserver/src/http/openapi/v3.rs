@@ -1,0 +1,71 @@
+//! `/openapi/v3`: an index of one document per group version, and the documents: each kind's
+//! paths (declaring that writes take `fieldValidation`, so kubectl leaves validation to the
+//! server) and the schemas of its kinds (`kubectl explain`, and the patches of `kubectl apply`).
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+
+use serde_json::{Map, Value, json};
+
+use super::definitions::for_resources;
+use super::paths::{PATCH_PARAMETERS, item_path};
+use crate::cluster::Cluster;
+use crate::resources::Resource;
+
+/// The index: each group version's document with a hash of its content (clients cache by it).
+pub(crate) fn index(cluster: &Cluster, version: &str) -> Value {
+    let mut paths = Map::new();
+    let mut gvs: Vec<(String, String)> = vec![(String::new(), "v1".into())];
+    for g in cluster.registry.groups() {
+        for v in g.versions {
+            gvs.push((g.name.clone(), v));
+        }
+    }
+    for (group, gv_version) in gvs {
+        let key = if group.is_empty() {
+            format!("api/{gv_version}")
+        } else {
+            format!("apis/{group}/{gv_version}")
+        };
+        let doc = group_version(
+            &cluster.registry.in_group_version(&group, &gv_version),
+            version,
+        );
+        let mut hasher = DefaultHasher::new();
+        doc.to_string().hash(&mut hasher);
+        let url = format!("/openapi/v3/{key}?hash={:016X}", hasher.finish());
+        paths.insert(key, json!({"serverRelativeURL": url}));
+    }
+    json!({"paths": paths})
+}
+
+/// One group version's document.
+pub(crate) fn group_version(resources: &[std::sync::Arc<Resource>], version: &str) -> Value {
+    let mut paths = Map::new();
+    for r in resources {
+        let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind});
+        let params: Vec<Value> = PATCH_PARAMETERS
+            .iter()
+            .map(|name| json!({"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": true}}))
+            .collect();
+        let op = |verb: &str| {
+            json!({
+                "operationId": format!("{verb}{}", r.kind),
+                "x-kubernetes-action": verb,
+                "x-kubernetes-group-version-kind": gvk,
+                "parameters": params,
+                "responses": {"200": {"description": "OK"}},
+            })
+        };
+        paths.insert(
+            item_path(r),
+            json!({"get": op("get"), "put": op("put"), "patch": op("patch"), "delete": op("delete")}),
+        );
+    }
+    json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes (embedded)", "version": version},
+        "paths": paths,
+        "components": {"schemas": for_resources(resources)},
+    })
+}
