@@ -492,3 +492,72 @@ async fn website_becomes_an_owned_deployment_and_service_with_status() {
     gone(&deployments, "hello").await;
     gone(&services, "hello").await;
 }
+
+/// Runs `kubectl` (the server's admin) off the async runtime: whether it succeeded, and what it
+/// printed (stdout, then stderr).
+async fn kubectl(server: &ApiServer, dir: &std::path::Path, args: &[&str]) -> (bool, String) {
+    let mut command = server.kubectl(dir);
+    command.args(args);
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("the blocking pool runs kubectl")
+        .expect("kubectl runs");
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), printed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_website_with_an_unknown_field_and_no_replicas_is_pruned_and_defaulted() {
+    let server = server().await;
+    let dir = scratch("website-schema");
+    common::website::crd(&server, "examples/website").await;
+    let plugin = manifest(
+        &dir,
+        "examples/website/plugin.yaml",
+        &component("website"),
+        &[],
+    );
+    let _host = Host::start(&server, &dir, &[plugin]);
+    // Beside the plugin manifests, not among them (the host reads every manifest there).
+    let objects = scratch("website-schema-objects");
+    let website = objects.join("website.yaml");
+    std::fs::write(
+        &website,
+        "apiVersion: example.com/v1\nkind: Website\nmetadata: {name: lean, namespace: default}\n\
+         spec: {image: 'nginx:1.27', colour: red}\n",
+    )
+    .expect("manifest written");
+    let path = website.to_str().expect("UTF-8");
+
+    // kubectl validates by default (the server's Strict): the unknown field is refused.
+    let (ok, printed) = kubectl(&server, &objects, &["apply", "-f", path]).await;
+    assert!(
+        !ok && printed.contains(r#"unknown field "spec.colour""#),
+        "{printed}"
+    );
+    // With warnings only, the Website is stored without it, and with the default replicas.
+    let (ok, printed) = kubectl(&server, &objects, &["apply", "--validate=warn", "-f", path]).await;
+    assert!(ok, "{printed}");
+    assert!(
+        printed.contains(r#"Warning: unknown field "spec.colour""#),
+        "{printed}"
+    );
+    let websites = common::website::websites(&server, "example.com", "default");
+    let stored = websites.get("lean").await.expect("the Website");
+    assert_eq!(
+        stored.data["spec"],
+        serde_json::json!({"image": "nginx:1.27", "replicas": 1})
+    );
+    // The plugin sees the defaulted spec.
+    let client = server.kube_client().expect("client");
+    let deployments: Api<Deployment> = Api::namespaced(client, "default");
+    let replicas = eventually_async("the Deployment", || async {
+        deployments.get_opt("lean").await.ok()??.spec.replicas
+    })
+    .await;
+    assert_eq!(replicas, 1);
+}

@@ -9,12 +9,14 @@ use crate::resources::Resource;
 
 /// Fills in the defaults of `obj` (a write of kind `res`), before the writer's managed fields
 /// are recorded (upstream defaults while decoding, so the writer owns them); a custom resource
-/// is pruned and defaulted by its CRD's schema ([`crate::structural`]).
+/// is pruned and defaulted by its CRD's schema ([`crate::structural`]); a built-in kind loses
+/// the fields its type does not declare, as upstream's decoding drops them.
 pub fn apply(res: &Resource, obj: &mut Value) {
     if res.crd.is_some() {
         crate::structural::apply(res, obj);
         return;
     }
+    crate::schemas::known_fields::prune(res, obj);
     match (res.group.as_str(), res.kind.as_str()) {
         ("apps", "Deployment") => {
             deployment(obj);

@@ -20,6 +20,7 @@ pub mod patch;
 mod patching;
 mod resources;
 mod schema_check;
+mod schemas;
 mod server;
 mod store;
 mod structural;

@@ -9,10 +9,11 @@
 //! - **defaulting**: a missing property whose schema has a `default` gets it, at every depth the
 //!   object has (a default is not applied under an absent parent).
 //!
-//! Validation against the schema follows, with the kind's validation ([`crate::schema_check`]).
-//! Not done: `metadata` pruned to ObjectMeta's fields.
+//! Pruning is [`crate::schemas::known_fields`]'s (which holds `metadata` to ObjectMeta's
+//! fields). Validation against the schema follows, with the kind's validation
+//! ([`crate::schema_check`]).
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::resources::Resource;
 
@@ -21,63 +22,8 @@ pub fn apply(res: &Resource, obj: &mut Value) {
     let Some(schema) = res.schema.as_deref() else {
         return;
     };
-    prune(obj, schema, true);
+    crate::schemas::known_fields::prune(res, obj);
     default(obj, schema);
-}
-
-fn flag(schema: &Value, name: &str) -> bool {
-    schema.get(name).and_then(Value::as_bool) == Some(true)
-}
-
-/// Drops what `schema` does not declare from `value`; `keep_object_fields` keeps `apiVersion`,
-/// `kind` and `metadata` (the root, an embedded resource).
-fn prune(value: &mut Value, schema: &Value, keep_object_fields: bool) {
-    let preserve = flag(schema, "x-kubernetes-preserve-unknown-fields");
-    match value {
-        Value::Object(fields) => {
-            let keep_object_fields =
-                keep_object_fields || flag(schema, "x-kubernetes-embedded-resource");
-            let properties = schema.get("properties").and_then(Value::as_object);
-            let additional = schema.get("additionalProperties");
-            if let Some(properties) = properties {
-                prune_properties(fields, properties, preserve, keep_object_fields);
-            } else if let Some(items) = additional.filter(|a| a.is_object()) {
-                for item in fields.values_mut() {
-                    prune(item, items, false);
-                }
-            } else if additional != Some(&Value::Bool(true)) && !preserve {
-                fields.retain(|key, _| keep_object_fields && is_object_field(key));
-            }
-        }
-        Value::Array(elements) => {
-            if let Some(items) = schema.get("items").filter(|i| i.is_object()) {
-                for element in elements {
-                    prune(element, items, false);
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
-fn prune_properties(
-    fields: &mut Map<String, Value>,
-    properties: &Map<String, Value>,
-    preserve: bool,
-    keep_object_fields: bool,
-) {
-    fields.retain(|key, _| {
-        preserve || properties.contains_key(key) || (keep_object_fields && is_object_field(key))
-    });
-    for (key, field) in fields.iter_mut() {
-        if let Some(property) = properties.get(key) {
-            prune(field, property, false);
-        }
-    }
-}
-
-fn is_object_field(key: &str) -> bool {
-    matches!(key, "apiVersion" | "kind" | "metadata")
 }
 
 /// Fills in the `default` of every missing property of `value`, at every depth it has.

@@ -11,7 +11,8 @@ use super::transport::Reply;
 /// One field whose value differs; `None` means absent on that server.
 #[derive(Debug, Clone)]
 pub struct Difference {
-    /// Where: `code`, `content-type`, or `body.` and the field path (`items[name].data.k`).
+    /// Where: `code`, `content-type`, `warnings` (the `Warning` headers), or `body.` and the
+    /// field path (`items[name].data.k`).
     pub path: String,
     pub real: Option<Value>,
     pub embedded: Option<Value>,
@@ -58,6 +59,13 @@ pub fn compare(real: &Reply, embedded: &Reply, mode: Mode, select: &[String]) ->
     }
     if mode == Mode::Code {
         return out;
+    }
+    if real.warnings != embedded.warnings {
+        out.push(Difference {
+            path: "warnings".into(),
+            real: Some(real.warnings.clone().into()),
+            embedded: Some(embedded.warnings.clone().into()),
+        });
     }
     let prepare = |body: &Value| {
         let mut body = body.clone();
@@ -421,6 +429,7 @@ mod tests {
         let real = Reply {
             code: 200,
             content_type: "application/json".into(),
+            warnings: Vec::new(),
             body: json!({"items": [{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}}]}),
         };
         let embedded = Reply {

@@ -21,6 +21,8 @@ pub struct Server {
 pub struct Reply {
     pub code: u16,
     pub content_type: String,
+    /// The `Warning` headers, in order.
+    pub warnings: Vec<String>,
     pub body: Value,
 }
 
@@ -109,6 +111,13 @@ impl Server {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_owned();
+        let warnings = response
+            .headers()
+            .get_all("warning")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .collect();
         let bytes = response
             .into_body()
             .collect_bytes()
@@ -122,6 +131,7 @@ impl Server {
         Reply {
             code,
             content_type,
+            warnings,
             body: parse(&bytes),
         }
     }

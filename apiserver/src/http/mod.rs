@@ -2,6 +2,7 @@
 //! discovery, object handlers and list/watch, and renders errors as `metav1.Status`.
 
 mod discovery;
+mod field_validation;
 mod fields;
 mod list;
 mod list_options;

@@ -7,6 +7,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use serde_json::Value;
 
+use super::field_validation;
 use super::list;
 use super::protobuf;
 use super::request::{App, Query, Target};
@@ -66,18 +67,30 @@ pub(super) fn serve(
         }
         Verb::Create => {
             let obj = decode(&body, headers, res.kind.as_str())?;
+            let warnings = field_validation::check(
+                field_validation::mode(query, verb)?,
+                res,
+                &obj,
+                field_validation::Body::Object,
+            )?;
             let bytes = cluster.create(res, &target.ns, obj, &opts)?;
-            Ok(json_response(
-                StatusCode::CREATED,
-                render(res, metadata_only, bytes),
+            Ok(field_validation::warn(
+                json_response(StatusCode::CREATED, render(res, metadata_only, bytes)),
+                &warnings,
             ))
         }
         Verb::Update => {
             let obj = decode(&body, headers, res.kind.as_str())?;
+            let warnings = field_validation::check(
+                field_validation::mode(query, verb)?,
+                res,
+                &obj,
+                field_validation::Body::Object,
+            )?;
             let bytes = cluster.update(res, &target.ns, name, obj, part, &opts)?;
-            Ok(json_response(
-                StatusCode::OK,
-                render(res, metadata_only, bytes),
+            Ok(field_validation::warn(
+                json_response(StatusCode::OK, render(res, metadata_only, bytes)),
+                &warnings,
             ))
         }
         Verb::Patch => {
@@ -99,6 +112,12 @@ pub(super) fn serve(
                     )));
                 }
             };
+            let form = match kind {
+                PatchKind::Apply { .. } => field_validation::Body::Apply,
+                _ => field_validation::Body::Patch,
+            };
+            let warnings =
+                field_validation::check(field_validation::mode(query, verb)?, res, &patch, form)?;
             let (bytes, created) = cluster.patch(
                 res,
                 &target.ns,
@@ -112,7 +131,10 @@ pub(super) fn serve(
             } else {
                 StatusCode::OK
             };
-            Ok(json_response(code, render(res, metadata_only, bytes)))
+            Ok(field_validation::warn(
+                json_response(code, render(res, metadata_only, bytes)),
+                &warnings,
+            ))
         }
         Verb::Delete => {
             let opts = delete_options(&body, query)?;

@@ -1,7 +1,7 @@
 //! Every installed kubectl finds the resource types; and every kubectl from 1.27 to 1.33 (the versioned binaries installed beside the Google Cloud
 //! SDK's, `kubectl.1.27` ...) creates, applies (create, then an update that removes list
 //! elements), diffs, patches, explains (a built-in kind and a custom resource) and gets against
-//! the embedded server with default flags. 1.27 and 1.28 read `/openapi/v2` as protobuf before
+//! the embedded server with default flags, and its default validation refuses an unknown field. 1.27 and 1.28 read `/openapi/v2` as protobuf before
 //! `apply` and `explain`; later ones read `/openapi/v3`.
 
 use std::path::{Path, PathBuf};
@@ -221,6 +221,17 @@ async fn every_kubectl_from_1_27_to_1_33_applies_diffs_patches_explains_and_gets
         assert!(
             out.contains("How many widgets the shop keeps in stock."),
             "{who} explain of a custom resource: {out}"
+        );
+
+        let unknown = format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c, namespace: {ns}}}\nextra: x\n"
+        );
+        let (code, out) = k
+            .status(&["apply", "-f", p(&k.write("unknown.yaml", &unknown))])
+            .await;
+        assert!(
+            code != Some(0) && out.contains("unknown field \"extra\""),
+            "{who} validates fields by default (the server's Strict): {out}"
         );
 
         let table = k.run(&["get", "-n", &ns, "deployments"]).await.unwrap();

@@ -2,11 +2,8 @@
 //! `/openapi/v2` (one document, as JSON or gnostic protobuf), with the schemas of the kinds
 //! served: k8s-openapi's for built-in kinds, the CRD's for custom resources.
 
-mod definitions;
-mod patch_extensions;
 mod paths;
 mod proto;
-mod refs;
 mod v2;
 mod v3;
 

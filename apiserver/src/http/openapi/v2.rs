@@ -2,17 +2,17 @@
 //! gnostic protobuf (`openapi_v2.Document`) that kubectl 1.27 and 1.28 ask for before `apply`
 //! (to see whether the server validates fields) and `explain`.
 //!
-//! The schemas are [`super::definitions`]'s, with `$ref`s pointing at `#/definitions/` and a
+//! The schemas are [`crate::schemas`]'s, with `$ref`s pointing at `#/definitions/` and a
 //! reference with siblings written as a plain `$ref` (v3's `allOf` wrapper is not read by v2
 //! clients).
 
 use serde_json::{Map, Value, json};
 
-use super::definitions::for_resources;
 use super::paths::{PATCH_PARAMETERS, item_path};
 use super::proto::Message;
-use super::refs::V3_PREFIX;
 use crate::resources::Resource;
+use crate::schemas::V3_PREFIX;
+use crate::schemas::for_resources;
 
 /// The media type of the protobuf form, as upstream answers it.
 pub(crate) const PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";

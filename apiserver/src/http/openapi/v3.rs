@@ -7,10 +7,10 @@ use std::hash::{Hash, Hasher};
 
 use serde_json::{Map, Value, json};
 
-use super::definitions::for_resources;
 use super::paths::{PATCH_PARAMETERS, item_path};
 use crate::cluster::Cluster;
 use crate::resources::Resource;
+use crate::schemas::for_resources;
 
 /// The index: each group version's document with a hash of its content (clients cache by it).
 pub(crate) fn index(cluster: &Cluster, version: &str) -> Value {
