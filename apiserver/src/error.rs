@@ -302,7 +302,7 @@ fn details(resource: &str, name: &str) -> Value {
 /// one, and the cause in upstream's form, the field apart:
 /// `metadata.name: Invalid value: "x": …` is field `metadata.name`, reason `FieldValueInvalid`,
 /// message `Invalid value: "x": …` (`Required value` is `FieldValueRequired`, `Too long`
-/// `FieldValueTooLong`, `Forbidden` `FieldValueForbidden`, `Unsupported value`
+/// `FieldValueTooLong`, `Too many` `FieldValueTooMany`, `Forbidden` `FieldValueForbidden`, `Unsupported value`
 /// `FieldValueNotSupported`).
 fn invalid_details(kind: &str, name: &str, problems: &[String]) -> Value {
     let (kind, group) = kind.split_once('.').unwrap_or((kind, ""));
@@ -341,6 +341,7 @@ fn invalid_details(kind: &str, name: &str, problems: &[String]) -> Value {
         let reason = [
             ("Required value", "FieldValueRequired"),
             ("Too long", "FieldValueTooLong"),
+            ("Too many", "FieldValueTooMany"),
             ("Forbidden", "FieldValueForbidden"),
             ("Unsupported value", "FieldValueNotSupported"),
             ("Duplicate value", "FieldValueDuplicate"),

@@ -7,10 +7,10 @@
 //! - `required` properties;
 //! - `enum`;
 //! - `minimum`/`maximum` (with `exclusiveMinimum`/`exclusiveMaximum`), `minLength`/`maxLength`,
-//!   `minItems`/`maxItems`, `minProperties`/`maxProperties`.
+//!   `minItems`/`maxItems`, `minProperties`/`maxProperties`;
+//! - `pattern`, `format`, `multipleOf`, `uniqueItems` and list types ([`crate::schema_rules`]).
 //!
-//! Not checked: `pattern`, `format`, `multipleOf`, `uniqueItems`, list types and CEL rules
-//! (`x-kubernetes-validations`).
+//! Not checked: CEL rules (`x-kubernetes-validations`).
 
 use serde_json::{Map, Value};
 
@@ -99,7 +99,16 @@ fn check(value: &Value, schema: &Value, path: &str, problems: &mut Vec<String>) 
             listed.join(", ")
         ));
     }
+    let before = problems.len();
     bounds(value, schema, path, problems);
+    // A string's length and pattern are one check upstream: the first that fails is said.
+    let length_failed = value.is_string() && problems.len() > before;
+    problems.extend(crate::schema_rules::problems(
+        value,
+        schema,
+        path,
+        length_failed,
+    ));
     match value {
         Value::Object(fields) => object(fields, schema, path, problems),
         Value::Array(items) => {
@@ -190,7 +199,12 @@ fn bounds(value: &Value, schema: &Value, path: &str, problems: &mut Vec<String>)
         if let Some(max) = schema.get(format!("max{what}")).and_then(Value::as_u64)
             && count as u64 > max
         {
-            problems.push(format!("{path}: Too long: may not be more than {max}"));
+            problems.push(if what == "Length" {
+                format!("{path}: Too long: may not be more than {max} bytes")
+            } else {
+                let items = if max == 1 { "item" } else { "items" };
+                format!("{path}: Too many: {count}: must have at most {max} {items}")
+            });
         }
         if let Some(min) = schema.get(format!("min{what}")).and_then(Value::as_u64)
             && (count as u64) < min
@@ -252,5 +266,9 @@ mod tests {
         assert!(fine.is_empty(), "{fine:?}");
         let bounded = problems(&res, &json!({"spec": {"image": "toolong", "replicas": -1}}));
         assert_eq!(bounded.len(), 2, "{bounded:?}");
+        assert!(
+            bounded.contains(&"spec.image: Too long: may not be more than 5 bytes".to_string()),
+            "{bounded:?}"
+        );
     }
 }

@@ -90,6 +90,7 @@ fn validate_write(res: &Resource, obj: &Value, current: Option<&Value>) -> Resul
     if res.group.is_empty() {
         problems.extend(data_problems(res, obj));
     }
+    problems.extend(crate::kind_rules::problems(res, obj, current));
     problems.extend(crate::schema_check::problems(res, obj));
     if problems.is_empty() {
         Ok(())
