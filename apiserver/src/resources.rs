@@ -26,6 +26,8 @@ pub struct Resource {
     pub namespaced: bool,
     /// Whether a `/status` subresource is served.
     pub status: bool,
+    /// Where the `/scale` subresource reads and writes, when it is served.
+    pub scale: Option<ScalePaths>,
     /// Served verbs.
     pub verbs: Vec<&'static str>,
     /// Added by a CRD (its name), not built in.
@@ -105,7 +107,57 @@ impl Resource {
                 "verbs": ["get", "patch", "update"],
             }));
         }
+        if self.scale.is_some() {
+            out.push(json!({
+                "name": format!("{}/scale", self.plural),
+                "singularName": "",
+                "namespaced": self.namespaced,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
         out
+    }
+}
+
+/// Where a kind keeps what its `/scale` subresource shows, as JSON pointers: upstream's
+/// `spec.replicas`, `status.replicas` and the selector of built-in workloads, a CRD's
+/// `subresources.scale` paths.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScalePaths {
+    /// The desired replicas, e.g. `/spec/replicas`.
+    pub spec_replicas: String,
+    /// The observed replicas, e.g. `/status/replicas`.
+    pub status_replicas: String,
+    /// The label selector: a string, a `LabelSelector` or a label map (built-in kinds); none
+    /// when the CRD names no `labelSelectorPath`.
+    pub selector: Option<String>,
+}
+
+impl ScalePaths {
+    fn builtin() -> Self {
+        ScalePaths {
+            spec_replicas: "/spec/replicas".into(),
+            status_replicas: "/status/replicas".into(),
+            selector: Some("/spec/selector".into()),
+        }
+    }
+
+    /// From a CRD version's `subresources.scale` (`.spec.replicas` paths become pointers).
+    fn of_crd(scale: &Value) -> Option<Self> {
+        let pointer = |key: &str| {
+            scale
+                .get(key)
+                .and_then(Value::as_str)
+                .map(|path| path.replace('.', "/"))
+        };
+        Some(ScalePaths {
+            spec_replicas: pointer("specReplicasPath")?,
+            status_replicas: pointer("statusReplicasPath")?,
+            selector: pointer("labelSelectorPath"),
+        })
     }
 }
 
@@ -187,6 +239,7 @@ fn reviews() -> impl Iterator<Item = Resource> {
             categories: Vec::new(),
             namespaced,
             status: false,
+            scale: None,
             verbs: vec!["create"],
             crd: None,
             columns: Vec::new(),
@@ -211,6 +264,10 @@ pub fn builtins() -> Vec<Resource> {
                 categories: extras.categories.iter().map(|s| s.to_string()).collect(),
                 namespaced: k.namespaced,
                 status: extras.subresources.contains(&"status"),
+                scale: extras
+                    .subresources
+                    .contains(&"scale")
+                    .then(ScalePaths::builtin),
                 verbs: extras.verbs.unwrap_or(ALL_VERBS).to_vec(),
                 crd: None,
                 columns: Vec::new(),
@@ -379,6 +436,9 @@ pub fn crd_resources(crd: &Value) -> Result<Vec<Resource>, String> {
             categories: strings("categories"),
             namespaced: scope == "Namespaced",
             status: v.pointer("/subresources/status").is_some(),
+            scale: v
+                .pointer("/subresources/scale")
+                .and_then(ScalePaths::of_crd),
             verbs: CRD_VERBS.to_vec(),
             crd: Some(name.to_string()),
             columns: v

@@ -234,9 +234,18 @@ fn aggregated_resource(r: &Resource) -> Value {
     if !r.categories.is_empty() {
         doc["categories"] = json!(r.categories);
     }
+    let mut subresources = Vec::new();
     if r.status {
-        doc["subresources"] = json!([{"subresource": "status", "responseKind": gvk,
-                                      "verbs": ["get", "patch", "update"]}]);
+        subresources.push(json!({"subresource": "status", "responseKind": gvk,
+                                 "verbs": ["get", "patch", "update"]}));
+    }
+    if r.scale.is_some() {
+        subresources.push(json!({"subresource": "scale",
+                                 "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+                                 "verbs": ["get", "patch", "update"]}));
+    }
+    if !subresources.is_empty() {
+        doc["subresources"] = json!(subresources);
     }
     doc
 }

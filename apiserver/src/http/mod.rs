@@ -12,6 +12,7 @@ mod protobuf;
 mod request;
 mod response;
 mod reviews;
+mod scale;
 mod table;
 mod watch;
 
@@ -189,6 +190,9 @@ async fn dispatch(
             response::check_metadata_shape(headers, &target.res, true)?;
             list::list(app, &target, query, headers)
         }
+        _ if target.sub.as_deref() == Some("scale") => {
+            scale::serve(app, verb, &target, query, headers, &body)
+        }
         Verb::Get => {
             response::check_metadata_shape(headers, &target.res, false)?;
             objects::serve(app, verb, &target, query, headers, body)
@@ -250,13 +254,27 @@ fn verb_of(method: &Method, target: &Target, query: &Query) -> Result<Verb, ApiE
     };
     if let Some(sub) = &target.sub
         && sub != "status"
+        && !(sub == "scale" && target.res.scale.is_some())
     {
-        return Err(ApiError::NotFound {
-            resource: format!("{}/{sub}", target.res.group_resource()),
-            name: target.name.clone().unwrap_or_default(),
-        });
+        // As upstream: a subresource the kind does not have is no route at all.
+        let ns = if target.ns.is_empty() {
+            String::new()
+        } else {
+            format!("namespaces/{}/", target.ns)
+        };
+        let root = if target.res.group.is_empty() {
+            "/api"
+        } else {
+            "/apis"
+        };
+        return Err(ApiError::NoRoute(format!(
+            "{root}/{}/{ns}{}/{}/{sub}",
+            target.res.api_version(),
+            target.res.plural,
+            target.name.as_deref().unwrap_or_default()
+        )));
     }
-    if target.sub.is_some() && !target.res.status {
+    if target.sub.as_deref() == Some("status") && !target.res.status {
         return Err(ApiError::not_found(
             &format!("{}/status", target.res.group_resource()),
             target.name.as_deref().unwrap_or_default(),

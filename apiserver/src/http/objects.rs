@@ -224,7 +224,7 @@ fn is_apply(headers: &HeaderMap) -> bool {
     content_type(headers) == "application/apply-patch+yaml"
 }
 
-fn patch_kind(headers: &HeaderMap, query: &Query) -> Result<PatchKind, ApiError> {
+pub(super) fn patch_kind(headers: &HeaderMap, query: &Query) -> Result<PatchKind, ApiError> {
     Ok(match content_type(headers) {
         "application/merge-patch+json" => PatchKind::Merge,
         "application/json-patch+json" => PatchKind::Json,

@@ -1,6 +1,6 @@
 //! Every installed kubectl finds the resource types; and every kubectl from 1.27 to 1.33 (the versioned binaries installed beside the Google Cloud
 //! SDK's, `kubectl.1.27` ...) creates, applies (create, then an update that removes list
-//! elements), diffs, patches, explains (a built-in kind and a custom resource) and gets against
+//! elements), diffs, patches, scales, explains (a built-in kind and a custom resource) and gets against
 //! the embedded server with default flags, and its default validation refuses an unknown field. 1.27 and 1.28 read `/openapi/v2` as protobuf before
 //! `apply` and `explain`; later ones read `/openapi/v3`.
 
@@ -132,7 +132,7 @@ spec:
 ";
 
 #[tokio::test]
-async fn every_kubectl_from_1_27_to_1_33_applies_diffs_patches_explains_and_gets() {
+async fn every_kubectl_from_1_27_to_1_33_applies_diffs_patches_scales_explains_and_gets() {
     let s = server().await;
     let admin = Kubectl::new(&s, "versions-crd");
     admin
@@ -232,6 +232,28 @@ async fn every_kubectl_from_1_27_to_1_33_applies_diffs_patches_explains_and_gets
         assert!(
             code != Some(0) && out.contains("unknown field \"extra\""),
             "{who} validates fields by default (the server's Strict): {out}"
+        );
+
+        let out = k
+            .run(&["scale", "-n", &ns, "deployment", "web", "--replicas=4"])
+            .await
+            .unwrap();
+        assert!(out.contains("scaled"), "{who} scale: {out}");
+        let got = k
+            .run(&[
+                "get",
+                "-n",
+                &ns,
+                "deployment",
+                "web",
+                "-o",
+                "jsonpath={.spec.replicas}",
+            ])
+            .await
+            .unwrap();
+        assert_eq!(
+            got, "4",
+            "{who}: scale writes through the scale subresource"
         );
 
         let table = k.run(&["get", "-n", &ns, "deployments"]).await.unwrap();
