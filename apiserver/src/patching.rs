@@ -43,6 +43,7 @@ impl Cluster {
                 ));
             }
             check_apply_type(&body)?;
+            let body = applied_part(res, part, body);
             let ns_key = if res.namespaced { ns } else { "" };
             let exists = self.store.get(&res.table(), ns_key, name).is_some();
             if !exists {
@@ -107,6 +108,27 @@ impl Cluster {
         }, part)?;
         Ok((out.bytes, false))
     }
+}
+
+/// The part of an apply configuration the endpoint writes, so the applier owns only that: its
+/// `status` (with `apiVersion`, `kind` and `metadata`) through `/status`, all but `status`
+/// through the main endpoint of a kind with a status subresource (upstream resets the other
+/// part's fields before it computes ownership).
+fn applied_part(res: &Resource, part: Part, body: serde_json::Value) -> serde_json::Value {
+    let serde_json::Value::Object(mut fields) = body else {
+        return body;
+    };
+    match part {
+        Part::Status => {
+            fields
+                .retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status"));
+        }
+        Part::Main if res.status => {
+            fields.remove("status");
+        }
+        Part::Main => {}
+    }
+    serde_json::Value::Object(fields)
 }
 
 /// An apply configuration names its `apiVersion` and `kind` (upstream's version check of

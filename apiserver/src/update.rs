@@ -104,6 +104,12 @@ impl Cluster {
                             }
                         }
                     }
+                    // An apply through /status recorded its applier's fields: keep them.
+                    if opts.applied
+                        && let Some(managed) = candidate.pointer_mut("/metadata/managedFields")
+                    {
+                        meta_mut(&mut next).insert("managedFields".into(), managed.take());
+                    }
                     next
                 }
                 Part::Main => {

@@ -409,3 +409,45 @@ async fn metrics_count_the_stored_objects_per_resource() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn an_apply_through_status_owns_its_fields_conflicts_and_removes_what_it_drops() {
+    let s = server().await;
+    let h = Http::new(&s);
+    let deployments = "/apis/apps/v1/namespaces/default/deployments";
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"app": "d"}}, "template": {"metadata": {"labels": {"app": "d"}},
+        "spec": {"containers": [{"name": "c", "image": "x"}]}}}});
+    assert_eq!(h.post(deployments, &deployment).await.0, 201);
+    let status = |manager: &str| format!("{deployments}/d/status?fieldManager={manager}");
+    let applied = |status: Value| json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "status": status});
+    let (code, body) = h
+        .patch(
+            &status("a"),
+            APPLY,
+            &applied(json!({"replicas": 2, "updatedReplicas": 1})),
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = h
+        .patch(&status("b"), APPLY, &applied(json!({"replicas": 3})))
+        .await;
+    assert_eq!(
+        (code, body["reason"].as_str()),
+        (409, Some("Conflict")),
+        "{body}"
+    );
+    assert_eq!(
+        causes(&body),
+        [pair(".status.replicas", "FieldManagerConflict")]
+    );
+    let (code, body) = h
+        .patch(&status("a"), APPLY, &applied(json!({"replicas": 2})))
+        .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(
+        body["status"],
+        json!({"replicas": 2}),
+        "the dropped field is removed"
+    );
+}
