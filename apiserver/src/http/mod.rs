@@ -168,7 +168,7 @@ async fn dispatch(
             rest,
             user,
             &objects::write_options(query, headers, Verb::Create).field_manager,
-            &body,
+            &reviews::json_body(&body, objects::is_protobuf(headers)),
         )
     {
         return resp;

@@ -220,6 +220,11 @@ fn content_type(headers: &HeaderMap) -> &str {
         .unwrap_or("")
 }
 
+/// Whether the request body is protobuf.
+pub(super) fn is_protobuf(headers: &HeaderMap) -> bool {
+    content_type(headers) == protobuf::MEDIA_TYPE
+}
+
 fn is_apply(headers: &HeaderMap) -> bool {
     content_type(headers) == "application/apply-patch+yaml"
 }

@@ -1,5 +1,7 @@
 //! Decoding of the Kubernetes protobuf envelope for the few kinds kubectl's imperative
-//! commands create (`kubectl create namespace|configmap|secret|serviceaccount`).
+//! commands create (`kubectl create namespace|configmap|secret|serviceaccount`) and the
+//! requests of `kubectl create token` (TokenRequest) and `kubectl auth can-i` / `whoami`
+//! (the access reviews, SelfSubjectReview).
 
 use serde_json::{Map, Value, json};
 
@@ -150,17 +152,96 @@ fn object(kind: &str, raw: &[u8]) -> Result<Map<String, Value>, ()> {
                 obj.insert("type".into(), text(b)?.into());
             }
             ("Secret", 4, Field::Bytes(b)) => insert_entry(&mut obj, "stringData", b, false)?,
+            ("TokenRequest", 2, Field::Bytes(b)) => drop(obj.insert("spec".into(), token_spec(b)?)),
+            (
+                "SelfSubjectAccessReview" | "SubjectAccessReview" | "LocalSubjectAccessReview",
+                2,
+                Field::Bytes(b),
+            ) => drop(obj.insert("spec".into(), access_spec(b)?)),
+            ("SelfSubjectRulesReview", 2, Field::Bytes(b)) => {
+                let spec = strings(b, &[(1, "namespace")], &[])?;
+                obj.insert("spec".into(), spec);
+            }
             _ => {}
         }
     }
     Ok(obj)
 }
 
+/// The string fields (`single`) and repeated string fields (`repeated`) of a message, by number.
+fn strings(bytes: &[u8], single: &[(u64, &str)], repeated: &[(u64, &str)]) -> Result<Value, ()> {
+    let mut out = Map::new();
+    let mut r = Reader::new(bytes);
+    while let Some((n, f)) = r.next()? {
+        let Field::Bytes(b) = f else { continue };
+        if let Some((_, name)) = single.iter().find(|(k, _)| *k == n) {
+            out.insert((*name).into(), text(b)?.into());
+        } else if let Some((_, name)) = repeated.iter().find(|(k, _)| *k == n) {
+            let list = out.entry(*name).or_insert_with(|| json!([]));
+            if let Some(list) = list.as_array_mut() {
+                list.push(text(b)?.into());
+            }
+        }
+    }
+    Ok(Value::Object(out))
+}
+
+/// `TokenRequestSpec`: audiences (1), boundObjectRef (3), expirationSeconds (4).
+fn token_spec(bytes: &[u8]) -> Result<Value, ()> {
+    let mut spec = Map::new();
+    let mut r = Reader::new(bytes);
+    while let Some((n, f)) = r.next()? {
+        match (n, f) {
+            (1, Field::Bytes(b)) => {
+                let list = spec.entry("audiences").or_insert_with(|| json!([]));
+                if let Some(list) = list.as_array_mut() {
+                    list.push(text(b)?.into());
+                }
+            }
+            (3, Field::Bytes(b)) => {
+                let fields = [(1, "kind"), (2, "apiVersion"), (3, "name"), (4, "uid")];
+                spec.insert("boundObjectRef".into(), strings(b, &fields, &[])?);
+            }
+            (4, Field::Varint(v)) => drop(spec.insert("expirationSeconds".into(), v.into())),
+            _ => {}
+        }
+    }
+    Ok(Value::Object(spec))
+}
+
+/// `SubjectAccessReviewSpec` (and the self and local forms): resourceAttributes (1),
+/// nonResourceAttributes (2), user (3), groups (4), uid (6).
+fn access_spec(bytes: &[u8]) -> Result<Value, ()> {
+    let mut spec = strings(bytes, &[(3, "user"), (6, "uid")], &[(4, "groups")])?;
+    let mut r = Reader::new(bytes);
+    while let Some((n, f)) = r.next()? {
+        match (n, f) {
+            (1, Field::Bytes(b)) => {
+                let fields = [
+                    (1, "namespace"),
+                    (2, "verb"),
+                    (3, "group"),
+                    (4, "version"),
+                    (5, "resource"),
+                    (6, "subresource"),
+                    (7, "name"),
+                ];
+                spec["resourceAttributes"] = strings(b, &fields, &[])?;
+            }
+            (2, Field::Bytes(b)) => {
+                spec["nonResourceAttributes"] = strings(b, &[(1, "path"), (2, "verb")], &[])?;
+            }
+            _ => {}
+        }
+    }
+    Ok(spec)
+}
+
 /// Decodes a protobuf request body (`k8s\0` + `runtime.Unknown`) into the JSON object.
 ///
 /// # Errors
-/// 415 UnsupportedMediaType for kinds other than Namespace, ConfigMap, Secret and
-/// ServiceAccount; 400 BadRequest for a malformed body.
+/// 415 UnsupportedMediaType for kinds other than Namespace, ConfigMap, Secret, ServiceAccount,
+/// TokenRequest and the reviews; 400 BadRequest for a malformed body.
 pub(crate) fn decode(body: &[u8]) -> Result<Value, ApiError> {
     let malformed = || ApiError::BadRequest("the protobuf request body is malformed".into());
     let envelope = body.strip_prefix(b"k8s\0").ok_or_else(malformed)?;
@@ -184,12 +265,21 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value, ApiError> {
     }
     if !matches!(
         kind.as_str(),
-        "Namespace" | "ConfigMap" | "Secret" | "ServiceAccount"
+        "Namespace"
+            | "ConfigMap"
+            | "Secret"
+            | "ServiceAccount"
+            | "TokenRequest"
+            | "SelfSubjectAccessReview"
+            | "SubjectAccessReview"
+            | "LocalSubjectAccessReview"
+            | "SelfSubjectRulesReview"
+            | "SelfSubjectReview"
     ) {
         return Err(ApiError::UnsupportedMediaType(format!(
-            "this server decodes protobuf bodies only for Namespace, ConfigMap, Secret and \
-             ServiceAccount, not {kind}; send JSON instead (e.g. `kubectl apply -f` or \
-             `kubectl create -f` with a manifest)"
+            "this server decodes protobuf bodies only for Namespace, ConfigMap, Secret, \
+             ServiceAccount, TokenRequest and the access reviews, not {kind}; send JSON instead \
+             (e.g. `kubectl apply -f` or `kubectl create -f` with a manifest)"
         )));
     }
     let mut obj = object(&kind, raw).map_err(|()| malformed())?;
@@ -227,6 +317,34 @@ mod tests {
             obj,
             json!({"apiVersion": "v1", "kind": "ConfigMap",
                    "metadata": {"name": "cm", "labels": {"app": "web"}}, "data": {"k": "v"}})
+        );
+    }
+
+    #[test]
+    fn a_token_request_and_an_access_review_decode_to_json() {
+        let spec = [field(1, b"api"), vec![4 << 3, 100]].concat();
+        let raw = field(2, &spec);
+        let type_meta = [
+            field(1, b"authentication.k8s.io/v1"),
+            field(2, b"TokenRequest"),
+        ]
+        .concat();
+        let body = [b"k8s\0".to_vec(), field(1, &type_meta), field(2, &raw)].concat();
+        assert_eq!(
+            decode(&body).unwrap()["spec"],
+            json!({"audiences": ["api"], "expirationSeconds": 100})
+        );
+        let attributes = [field(1, b"default"), field(2, b"get"), field(5, b"pods")].concat();
+        let raw = field(2, &field(1, &attributes));
+        let type_meta = [
+            field(1, b"authorization.k8s.io/v1"),
+            field(2, b"SelfSubjectAccessReview"),
+        ]
+        .concat();
+        let body = [b"k8s\0".to_vec(), field(1, &type_meta), field(2, &raw)].concat();
+        assert_eq!(
+            decode(&body).unwrap()["spec"],
+            json!({"resourceAttributes": {"namespace": "default", "verb": "get", "resource": "pods"}})
         );
     }
 

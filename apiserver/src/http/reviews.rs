@@ -13,6 +13,15 @@ use crate::auth::UserInfo;
 use crate::auth::reviews::{Review, answer};
 use crate::error::ApiError;
 
+/// A review's body as JSON: kubectl sends TokenRequests and reviews as protobuf, read as the
+/// JSON they stand for (a body that does not decode is left as sent, for the JSON error).
+pub(super) fn json_body(body: &[u8], protobuf: bool) -> std::borrow::Cow<'_, [u8]> {
+    if protobuf && let Ok(value) = super::protobuf::decode(body) {
+        return std::borrow::Cow::Owned(value.to_string().into_bytes());
+    }
+    std::borrow::Cow::Borrowed(body)
+}
+
 /// The answer to a `POST` under `group/version` with path segments `rest`, when it is a review
 /// or a TokenRequest; `None` for any other request.
 pub(super) fn serve(

@@ -263,3 +263,50 @@ async fn every_kubectl_from_1_27_to_1_33_applies_diffs_patches_scales_explains_a
         );
     }
 }
+
+#[tokio::test]
+async fn kubectl_creates_tokens_and_answers_can_i_and_whoami_through_protobuf_requests() {
+    let s = crate::common::start(embedded_apiserver::Config::default().authorization(true)).await;
+    let k = Kubectl::new(&s, "token-can-i");
+    k.run(&["create", "serviceaccount", "robot"]).await.unwrap();
+    let token = k
+        .run(&["create", "token", "robot", "--duration=10m"])
+        .await
+        .unwrap();
+    assert_eq!(token.trim().split('.').count(), 3, "a JWT: {token}");
+    let admin = k.run(&["auth", "can-i", "get", "pods"]).await.unwrap();
+    assert_eq!(admin.trim(), "yes");
+    let grant = "apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: pod-reader, namespace: default}
+rules: [{apiGroups: [''], resources: [pods], verbs: [get]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: robot-reads-pods, namespace: default}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: pod-reader}
+subjects: [{kind: ServiceAccount, name: robot, namespace: default}]
+";
+    k.run(&["apply", "-f", p(&k.write("grant.yaml", grant))])
+        .await
+        .unwrap();
+    let robot = "--as=system:serviceaccount:default:robot";
+    let (code, pods) = k.status(&["auth", "can-i", "get", "pods", robot]).await;
+    assert_eq!((code, pods.trim()), (Some(0), "yes"), "granted");
+    let (code, secrets) = k.status(&["auth", "can-i", "get", "secrets", robot]).await;
+    assert_eq!(
+        (code, secrets.trim()),
+        (Some(1), "no"),
+        "the review names the resource it asks about"
+    );
+    let whoami = k
+        .run(&[
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username}",
+        ])
+        .await
+        .unwrap();
+    assert_eq!(whoami, "admin");
+}
