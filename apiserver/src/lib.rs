@@ -3,6 +3,7 @@
 
 mod auth;
 mod builtins;
+mod cel_rules;
 mod cluster;
 mod config;
 mod create;

@@ -92,6 +92,7 @@ fn validate_write(res: &Resource, obj: &Value, current: Option<&Value>) -> Resul
     }
     problems.extend(crate::kind_rules::problems(res, obj, current));
     problems.extend(crate::schema_check::problems(res, obj));
+    problems.extend(crate::cel_rules::problems(res, obj, current));
     if problems.is_empty() {
         Ok(())
     } else {
