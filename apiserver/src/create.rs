@@ -131,7 +131,13 @@ impl Cluster {
             )));
         }
         if !opts.applied {
-            patch::record_update(None, &mut obj, &opts.field_manager, &now);
+            patch::record_update_with(
+                None,
+                &mut obj,
+                &opts.field_manager,
+                &now,
+                res.schema.clone(),
+            );
         }
         defaults::allocate(res, &mut obj, None);
         if *res.table() == *NAMESPACES {

@@ -182,6 +182,7 @@ fn apply_request(res: &Resource, opts: &WriteOptions, force: bool) -> patch::App
         now_rfc3339(),
     );
     request.force = force;
+    request.schema.clone_from(&res.schema);
     request
 }
 

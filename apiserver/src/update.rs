@@ -149,7 +149,13 @@ impl Cluster {
                 return Ok(Mutation::Keep(current));
             }
             if !opts.applied {
-                patch::record_update(Some(&current), &mut next, &opts.field_manager, &now);
+                patch::record_update_with(
+                    Some(&current),
+                    &mut next,
+                    &opts.field_manager,
+                    &now,
+                    res.schema.clone(),
+                );
             }
             let finalizers_done = next
                 .pointer("/metadata/finalizers")

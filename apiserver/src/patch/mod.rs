@@ -36,7 +36,7 @@ mod ownership;
 pub(crate) mod schema;
 mod strategic;
 
-pub use apply::{ApplyRequest, apply, record_update};
+pub use apply::{ApplyRequest, apply, record_update, record_update_with};
 pub use conflict::{ApplyError, FieldConflict};
 pub use error::PatchError;
 pub use fields::FieldSet;

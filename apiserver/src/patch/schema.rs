@@ -5,7 +5,12 @@
 //! `x-kubernetes-patch-strategy`/`x-kubernetes-patch-merge-key`) and `listType`/`listMapKey`
 //! markers (`x-kubernetes-list-type`/`x-kubernetes-list-map-keys`) for the kinds the server
 //! serves and the workload kinds that embed a pod template. Lists not listed are atomic
-//! (replaced whole); maps not listed are granular (merged key by key).
+//! (replaced whole); maps not listed are granular (merged key by key). A custom resource's
+//! come from its CRD's schema: `x-kubernetes-list-type` (`map` with
+//! `x-kubernetes-list-map-keys`, `set`, else atomic) and `x-kubernetes-map-type: atomic`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::Value;
 
@@ -84,7 +89,7 @@ const VOLUME_DEVICES: ListType = ListType::Map {
 };
 
 /// The schema facts of one resource kind.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Schema {
     /// Where the kind embeds a `PodSpec`, e.g. `spec.template.spec`.
     pod_spec: Option<&'static [&'static str]>,
@@ -92,6 +97,8 @@ pub(crate) struct Schema {
     lists: &'static [(&'static str, ListType)],
     /// Atomic maps (`structType: atomic`) of this kind, by dotted path.
     atomic_maps: &'static [&'static str],
+    /// A custom resource's `openAPIV3Schema`, whose extensions say how its lists merge.
+    custom: Option<Arc<Value>>,
 }
 
 const WORKLOAD_TEMPLATE: &[&str] = &["spec", "template", "spec"];
@@ -141,6 +148,24 @@ impl Schema {
             pod_spec,
             lists,
             atomic_maps,
+            custom: None,
+        }
+    }
+
+    /// The schema of a custom resource: its CRD version's `openAPIV3Schema` says how its lists
+    /// and maps merge (`metadata` as every object's).
+    pub fn custom(openapi: Arc<Value>) -> Self {
+        Schema {
+            custom: Some(openapi),
+            ..Schema::new(None, &[], &[])
+        }
+    }
+
+    /// [`Schema::custom`] when `custom` is given, else [`Schema::for_kind`].
+    pub fn for_resource(api_version: &str, kind: &str, custom: Option<Arc<Value>>) -> Self {
+        match custom {
+            Some(openapi) => Self::custom(openapi),
+            None => Self::for_kind(api_version, kind),
         }
     }
 
@@ -153,7 +178,7 @@ impl Schema {
         BUILTIN
             .iter()
             .find(|(g, k, _)| *g == group && *k == kind)
-            .map(|(_, _, schema)| *schema)
+            .map(|(_, _, schema)| schema.clone())
     }
 
     /// The schema of any kind: built-in kinds get their table, other kinds only the `metadata`
@@ -166,6 +191,9 @@ impl Schema {
     pub fn list_type(&self, path: &[&str]) -> ListType {
         if let ["metadata", rest @ ..] = path {
             return object_meta_list(rest);
+        }
+        if let Some(openapi) = &self.custom {
+            return custom_node(openapi, path).map_or(ListType::Atomic, custom_list);
         }
         if let Some(prefix) = self.pod_spec {
             if let Some(rest) = path.strip_prefix(prefix) {
@@ -185,10 +213,81 @@ impl Schema {
 
     /// Whether the map at `path` is atomic (replaced and owned whole, like a scalar).
     pub fn is_atomic_map(&self, path: &[&str]) -> bool {
+        if let Some(openapi) = &self.custom
+            && !matches!(path.first(), Some(&"metadata"))
+        {
+            return custom_node(openapi, path).is_some_and(|node| {
+                node.get("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic")
+            });
+        }
         self.atomic_maps
             .iter()
             .any(|dotted| dotted_eq(dotted, path))
     }
+}
+
+/// The schema node at `path` (field names; list positions skipped, so a list's `items` are
+/// entered on the way).
+fn custom_node<'a>(schema: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    let mut node = schema;
+    for key in path {
+        while node.get("type").and_then(Value::as_str) == Some("array") {
+            node = node.get("items")?;
+        }
+        node = node
+            .get("properties")
+            .and_then(|p| p.get(*key))
+            .or_else(|| node.get("additionalProperties").filter(|a| a.is_object()))?;
+    }
+    Some(node)
+}
+
+/// How a custom resource's list at `node` merges.
+fn custom_list(node: &Value) -> ListType {
+    match node.get("x-kubernetes-list-type").and_then(Value::as_str) {
+        Some("set") => ListType::Set,
+        Some("map") => {
+            let keys: Vec<String> = node
+                .get("x-kubernetes-list-map-keys")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect();
+            match interned_keys(&keys) {
+                Some(keys) => ListType::Map {
+                    merge_key: keys[0].name,
+                    keys,
+                },
+                None => ListType::Atomic,
+            }
+        }
+        _ => ListType::Atomic,
+    }
+}
+
+/// The key fields of a map list, kept for the life of the process: each distinct list of key
+/// names is allocated once (the table's lists are `'static`, and CRDs name few).
+fn interned_keys(names: &[String]) -> Option<&'static [KeyField]> {
+    if names.is_empty() {
+        return None;
+    }
+    static KEYS: OnceLock<Mutex<HashMap<Vec<String>, &'static [KeyField]>>> = OnceLock::new();
+    let mut keys = KEYS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    Some(keys.entry(names.to_vec()).or_insert_with(|| {
+        let fields: Vec<KeyField> = names
+            .iter()
+            .map(|n| KeyField {
+                name: Box::leak(n.clone().into_boxed_str()),
+                default: None,
+            })
+            .collect();
+        Box::leak(fields.into_boxed_slice())
+    }))
 }
 
 fn dotted_eq(dotted: &str, path: &[&str]) -> bool {
@@ -284,6 +383,26 @@ mod tests {
         assert!(Schema::builtin("example.com/v1", "Pod").is_none());
         let schema = Schema::for_kind("example.com/v1", "Pod");
         assert_eq!(schema.list_type(&["spec", "containers"]), ListType::Atomic);
+        assert_eq!(schema.list_type(&["metadata", "finalizers"]), ListType::Set);
+    }
+
+    #[test]
+    fn a_custom_resource_lists_merge_as_its_schema_says() {
+        let schema = Schema::custom(Arc::new(serde_json::json!({"properties": {"spec": {
+        "properties": {
+            "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                      "x-kubernetes-list-map-keys": ["port", "protocol"],
+                      "items": {"properties": {"tags": {"type": "array", "x-kubernetes-list-type": "set"}}}},
+            "plain": {"type": "array"},
+            "selector": {"type": "object", "x-kubernetes-map-type": "atomic"},
+        }}}})));
+        assert!(matches!(
+            schema.list_type(&["spec", "ports"]),
+            ListType::Map { merge_key: "port", keys } if keys.len() == 2
+        ));
+        assert_eq!(schema.list_type(&["spec", "ports", "tags"]), ListType::Set);
+        assert_eq!(schema.list_type(&["spec", "plain"]), ListType::Atomic);
+        assert!(schema.is_atomic_map(&["spec", "selector"]));
         assert_eq!(schema.list_type(&["metadata", "finalizers"]), ListType::Set);
     }
 

@@ -99,6 +99,8 @@ pub struct ApplyRequest {
     pub api_version: String,
     /// The `kind` served by the endpoint (`ConfigMap`, `Deployment`, ...).
     pub kind: String,
+    /// A custom resource's `openAPIV3Schema`, whose list types the merge follows.
+    pub schema: Option<std::sync::Arc<Value>>,
 }
 
 impl ApplyRequest {
@@ -115,6 +117,7 @@ impl ApplyRequest {
             now: now.into(),
             api_version: api_version.into(),
             kind: kind.into(),
+            schema: None,
         }
     }
 
@@ -162,7 +165,7 @@ pub fn apply(
         });
     }
     let walker = Walker {
-        schema: Schema::for_kind(&request.api_version, &request.kind),
+        schema: Schema::for_resource(&request.api_version, &request.kind, request.schema.clone()),
     };
     let mut applied = applied.clone();
     strip_nulls(&mut applied);
@@ -241,6 +244,17 @@ pub fn apply(
 /// conflict. The entries come from `old`, unless `new` carries different `managedFields`
 /// (a client resetting them), which are then taken as the starting point.
 pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, now: &str) {
+    record_update_with(old, new, manager, now, None);
+}
+
+/// [`record_update`] of a custom resource whose `openAPIV3Schema` is `schema`.
+pub fn record_update_with(
+    old: Option<&Value>,
+    new: &mut Value,
+    manager: &str,
+    now: &str,
+    schema: Option<std::sync::Arc<Value>>,
+) {
     let old_managed = old.and_then(managed_fields_of);
     let new_managed = managed_fields_of(new);
     let mut entries = match new_managed {
@@ -254,7 +268,7 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, now: &
         .to_owned();
     let kind = new.get("kind").and_then(Value::as_str).unwrap_or_default();
     let walker = Walker {
-        schema: Schema::for_kind(&api_version, kind),
+        schema: Schema::for_resource(&api_version, kind, schema),
     };
     let (changed, removed) = walker.compare(
         Some(old.unwrap_or(&Value::Object(Map::new()))),
