@@ -127,14 +127,58 @@ kinds![
     k8s_openapi::api::storage::v1::StorageClass,
     k8s_openapi::api::storage::v1::VolumeAttachment,
     k8s_openapi::api::storage::v1::VolumeAttributesClass,
-    k8s_openapi::api::storagemigration::v1::StorageVersionMigration,
     k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
     k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService,
 ];
 
+/// The version upstream stores a built-in resource in: the version served, but
+/// HorizontalPodAutoscalers are stored as `autoscaling/v2`, and ComponentStatuses (computed
+/// on each read) not at all.
+pub fn storage_version<'a>(group: &str, plural: &str, served: &'a str) -> Option<&'a str> {
+    match (group, plural) {
+        ("autoscaling", "horizontalpodautoscalers") => Some("v2"),
+        ("", "componentstatuses") => None,
+        _ => Some(served),
+    }
+}
+
+/// Whether a DELETE that removes an object of `group`/`plural` at once answers with the object
+/// (upstream's storages with `ReturnDeletedObject: true`) rather than a Success Status.
+pub fn returns_deleted_object(group: &str, plural: &str) -> bool {
+    matches!(
+        (group, plural),
+        (
+            "",
+            "resourcequotas"
+                | "persistentvolumes"
+                | "serviceaccounts"
+                | "persistentvolumeclaims"
+                | "namespaces"
+                | "pods"
+                | "services"
+                | "podtemplates"
+        ) | (
+            "storage.k8s.io",
+            "csidrivers"
+                | "storageclasses"
+                | "volumeattachments"
+                | "csinodes"
+                | "volumeattributesclasses"
+        ) | (
+            "resource.k8s.io",
+            "resourceclaimtemplates"
+                | "resourceslices"
+                | "resourceclaims"
+                | "deviceclasses"
+                | "devicetaintrules"
+                | "resourcepoolstatusrequests"
+        )
+    )
+}
+
 /// Short names, categories, subresources and (when not the standard eight) verbs of a kind
 /// by `(group, plural)`, as a real server publishes them. Subresources are upstream's; this
-/// server serves only `status` among them (the others are listed in discovery by upstream but
+/// server serves only `status` and `scale` among them (the others are listed in discovery by upstream but
 /// not here, see `README.md`).
 pub struct Extras {
     /// kubectl short names.
@@ -219,7 +263,6 @@ pub fn extras(group: &str, plural: &str) -> Extras {
         ("storage.k8s.io", "storageclasses") => (&["sc"], &[], &[], None),
         ("storage.k8s.io", "volumeattachments") => (&[], &[], STATUS, None),
         ("storage.k8s.io", "volumeattributesclasses") => (&["vac"], &[], &[], None),
-        ("storagemigration.k8s.io", "storageversionmigrations") => (&[], &[], STATUS, None),
         ("flowcontrol.apiserver.k8s.io", "flowschemas" | "prioritylevelconfigurations") => {
             (&[], &[], STATUS, None)
         }

@@ -121,6 +121,13 @@ impl Cluster {
                 uid,
             });
         }
+        if (outcome.deleted || would_delete.get())
+            && crate::builtins::returns_deleted_object(&res.group, &res.plural)
+            && res.crd.is_none()
+        {
+            // These kinds' storages answer with the deleted object, as upstream's do.
+            return Ok((outcome.bytes.clone(), outcome.deleted, outcome.bytes));
+        }
         if outcome.deleted || would_delete.get() {
             let v: Value = serde_json::from_slice(&outcome.bytes).unwrap_or_default();
             let mut status = json!({

@@ -28,6 +28,9 @@ pub struct Resource {
     pub status: bool,
     /// Where the `/scale` subresource reads and writes, when it is served.
     pub scale: Option<ScalePaths>,
+    /// Discovery's `storageVersionHash` (of the version objects are stored in); `None` for the
+    /// kinds without storage (the reviews).
+    pub storage_hash: Option<String>,
     /// Served verbs.
     pub verbs: Vec<&'static str>,
     /// Added by a CRD (its name), not built in.
@@ -91,6 +94,9 @@ impl Resource {
             "kind": self.kind,
             "verbs": self.verbs,
         });
+        if let Some(hash) = &self.storage_hash {
+            main["storageVersionHash"] = hash.clone().into();
+        }
         if !self.short_names.is_empty() {
             main["shortNames"] = json!(self.short_names);
         }
@@ -120,6 +126,14 @@ impl Resource {
         }
         out
     }
+}
+
+/// Upstream's `storageVersionHash`: the first 8 bytes of SHA-256 of `group/version/kind`, in
+/// base64.
+pub fn storage_version_hash(group: &str, version: &str, kind: &str) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(format!("{group}/{version}/{kind}").as_bytes());
+    crate::util::base64(&digest[..8])
 }
 
 /// Where a kind keeps what its `/scale` subresource shows, as JSON pointers: upstream's
@@ -240,6 +254,7 @@ fn reviews() -> impl Iterator<Item = Resource> {
             namespaced,
             status: false,
             scale: None,
+            storage_hash: None,
             verbs: vec!["create"],
             crd: None,
             columns: Vec::new(),
@@ -268,6 +283,8 @@ pub fn builtins() -> Vec<Resource> {
                     .subresources
                     .contains(&"scale")
                     .then(ScalePaths::builtin),
+                storage_hash: crate::builtins::storage_version(k.group, k.plural, k.version)
+                    .map(|version| storage_version_hash(k.group, version, k.kind)),
                 verbs: extras.verbs.unwrap_or(ALL_VERBS).to_vec(),
                 crd: None,
                 columns: Vec::new(),
@@ -414,6 +431,13 @@ pub fn crd_resources(crd: &Value) -> Result<Vec<Resource>, String> {
         .filter(|v| !v.is_empty())
         .ok_or("spec.versions: Required value: must have at least one version")?;
     let mut out = Vec::new();
+    // Objects are stored in the version marked `storage`.
+    let storage_version = versions
+        .iter()
+        .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .and_then(|v| v.get("name").and_then(Value::as_str))
+        .unwrap_or_default()
+        .to_string();
     for v in versions {
         let vname = v
             .get("name")
@@ -439,6 +463,7 @@ pub fn crd_resources(crd: &Value) -> Result<Vec<Resource>, String> {
             scale: v
                 .pointer("/subresources/scale")
                 .and_then(ScalePaths::of_crd),
+            storage_hash: Some(storage_version_hash(group, &storage_version, kind)),
             verbs: CRD_VERBS.to_vec(),
             crd: Some(name.to_string()),
             columns: v
