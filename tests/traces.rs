@@ -63,6 +63,20 @@ async fn a_reconcile_span_links_its_watch_event_and_the_api_server_joins_its_tra
     api.create(&PostParams::default(), &object)
         .await
         .expect("created");
+    // The create's reconcile first, so the update's is its own (a change that arrives before a
+    // queued key's reconcile starts joins it, and its causes read "added,modified").
+    eventually_async("the create's reconcile span", || async {
+        receiver
+            .spans()
+            .iter()
+            .any(|s| {
+                s.span.name == "reconcile"
+                    && s.attribute("reconcile.key").as_deref() == Some("traced/subject")
+                    && s.attribute("reconcile.causes").as_deref() == Some("added")
+            })
+            .then_some(())
+    })
+    .await;
     let updated = api
         .patch(
             "subject",
