@@ -111,29 +111,37 @@ fn selects(selector: &Value, labels: Option<&Map<String, Value>>) -> bool {
         .into_iter()
         .flatten()
         .all(|(k, v)| label(k) == v.as_str());
-    let match_expressions = selector
+    let match_expressions = expressions(selector)
+        .into_iter()
+        .all(|(key, operator, values)| match operator {
+            "In" => label(key).is_some_and(|v| values.contains(&v)),
+            "NotIn" => label(key).is_none_or(|v| !values.contains(&v)),
+            "Exists" => label(key).is_some(),
+            "DoesNotExist" => label(key).is_none(),
+            _ => false,
+        });
+    match_labels && match_expressions
+}
+
+/// A label selector's `matchExpressions`: (key, operator, values) each.
+pub(crate) fn expressions(selector: &Value) -> Vec<(&str, &str, Vec<&str>)> {
+    selector
         .get("matchExpressions")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .all(|e| {
-            let key = e.get("key").and_then(Value::as_str).unwrap_or_default();
-            let values: Vec<&str> = e
+        .map(|e| {
+            let text = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or_default();
+            let values = e
                 .get("values")
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
                 .filter_map(Value::as_str)
                 .collect();
-            match e.get("operator").and_then(Value::as_str) {
-                Some("In") => label(key).is_some_and(|v| values.contains(&v)),
-                Some("NotIn") => label(key).is_none_or(|v| !values.contains(&v)),
-                Some("Exists") => label(key).is_some(),
-                Some("DoesNotExist") => label(key).is_none(),
-                _ => false,
-            }
-        });
-    match_labels && match_expressions
+            (text("key"), text("operator"), values)
+        })
+        .collect()
 }
 
 /// A pod spec's containers at `at`: at least one, each named and with an image.

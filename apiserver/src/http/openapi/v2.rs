@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::paths::{PATCH_PARAMETERS, item_path};
+use super::paths::item_paths;
 use super::proto::Message;
 use crate::resources::Resource;
 use crate::schemas::V3_PREFIX;
@@ -36,27 +36,10 @@ const V2_PREFIX: &str = "#/definitions/";
 
 /// The document, as JSON.
 pub(crate) fn document(resources: &[std::sync::Arc<Resource>], version: &str) -> Value {
-    let mut paths = Map::new();
-    for r in resources {
-        let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind});
-        let parameters: Vec<Value> = PATCH_PARAMETERS
-            .iter()
-            .map(|name| json!({"name": name, "in": "query", "type": "string", "uniqueItems": true}))
-            .collect();
-        let op = |verb: &str| {
-            json!({
-                "operationId": format!("{verb}{}", r.kind),
-                "x-kubernetes-action": verb,
-                "x-kubernetes-group-version-kind": gvk,
-                "parameters": parameters,
-                "responses": {"200": {"description": "OK"}},
-            })
-        };
-        paths.insert(
-            item_path(r),
-            json!({"get": op("get"), "put": op("put"), "patch": op("patch"), "delete": op("delete")}),
-        );
-    }
+    let paths = item_paths(
+        resources,
+        |name| json!({"name": name, "in": "query", "type": "string", "uniqueItems": true}),
+    );
     let definitions: Map<String, Value> = for_resources(resources)
         .into_iter()
         .map(|(name, schema)| (name, to_v2(schema)))

@@ -7,7 +7,7 @@ use std::hash::{Hash, Hasher};
 
 use serde_json::{Map, Value, json};
 
-use super::paths::{PATCH_PARAMETERS, item_path};
+use super::paths::item_paths;
 use crate::cluster::Cluster;
 use crate::resources::Resource;
 use crate::schemas::for_resources;
@@ -41,27 +41,10 @@ pub(crate) fn index(cluster: &Cluster, version: &str) -> Value {
 
 /// One group version's document.
 pub(crate) fn group_version(resources: &[std::sync::Arc<Resource>], version: &str) -> Value {
-    let mut paths = Map::new();
-    for r in resources {
-        let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind});
-        let params: Vec<Value> = PATCH_PARAMETERS
-            .iter()
-            .map(|name| json!({"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": true}}))
-            .collect();
-        let op = |verb: &str| {
-            json!({
-                "operationId": format!("{verb}{}", r.kind),
-                "x-kubernetes-action": verb,
-                "x-kubernetes-group-version-kind": gvk,
-                "parameters": params,
-                "responses": {"200": {"description": "OK"}},
-            })
-        };
-        paths.insert(
-            item_path(r),
-            json!({"get": op("get"), "put": op("put"), "patch": op("patch"), "delete": op("delete")}),
-        );
-    }
+    let paths = item_paths(
+        resources,
+        |name| json!({"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": true}}),
+    );
     json!({
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes (embedded)", "version": version},
