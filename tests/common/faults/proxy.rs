@@ -1,6 +1,8 @@
-//! A TCP proxy between the replicas and the API server that the fault schedule turns rough: it
-//! delays each chunk by a random time (so requests on different connections overtake each
-//! other), stalls every connection, or cuts them all. TLS passes through untouched.
+//! A TCP proxy between one replica slot and the API server that the fault schedule turns rough:
+//! it delays each chunk by a random time (so requests on different connections overtake each
+//! other), stalls every connection, cuts them all, or holds new connections before their TLS
+//! handshake (so requests waiting for a connection wait inside the replica, none on the wire).
+//! TLS passes through untouched.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -22,6 +24,8 @@ struct Mode {
     stalled: bool,
     /// Incremented to close every open connection.
     cuts: u64,
+    /// New connections reach the API server only once this is unset (their handshake waits).
+    held: bool,
 }
 
 /// The proxy; it stops when dropped.
@@ -45,8 +49,13 @@ impl Proxy {
                     continue;
                 };
                 let seed = connections.next();
-                let mode = sender.subscribe();
+                let mut mode = sender.subscribe();
                 tokio::spawn(async move {
+                    let cuts = mode.borrow().cuts;
+                    match mode.wait_for(|m| !m.held || m.cuts != cuts).await {
+                        Ok(now) if now.cuts == cuts => {}
+                        _ => return,
+                    }
                     let Ok(server) = TcpStream::connect(upstream).await else {
                         return;
                     };
@@ -85,6 +94,12 @@ impl Proxy {
     /// Closes every open connection.
     pub fn cut(&self) {
         self.mode.send_modify(|mode| mode.cuts += 1);
+    }
+
+    /// Holds (`true`) new connections before they reach the API server, or lets them through.
+    /// Only a handshake waits: a request cannot be sent on a connection not yet set up.
+    pub fn hold(&self, held: bool) {
+        self.mode.send_modify(|mode| mode.held = held);
     }
 }
 

@@ -1,6 +1,6 @@
 //! The replicas of a fault run: real host processes, each an *incarnation* `r<slot>-<n>` (its
-//! `HOSTNAME`, so its identity is `r<slot>-<n>_<random>`, and the witness guest's `REPLICA`), all
-//! connecting through the proxy.
+//! `HOSTNAME`, so its identity is `r<slot>-<n>_<random>`, and the witness guest's `REPLICA`),
+//! each slot connecting through its own proxy.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -50,7 +50,8 @@ pub struct Replica {
 /// The replicas of one run.
 pub struct Replicas {
     dir: PathBuf,
-    kubeconfig: PathBuf,
+    /// slot → the kubeconfig naming that slot's proxy.
+    kubeconfigs: Vec<PathBuf>,
     namespace: String,
     mode: Mode,
     durations: Durations,
@@ -63,28 +64,36 @@ pub struct Replicas {
 
 impl Replicas {
     /// No replicas yet; they will reconcile `namespace`'s ledger objects, with their Leases there,
-    /// reaching the API server at `proxy_url`.
+    /// the replicas in slot `i` reaching the API server at `proxy_urls[i]` (one slot per URL).
     pub fn new(
         server: &Backend,
         dir: &Path,
-        proxy_url: &str,
+        proxy_urls: &[String],
         namespace: &str,
         mode: Mode,
         durations: Durations,
     ) -> Self {
-        let kubeconfig = dir.join("replicas.kubeconfig");
-        server.write_kubeconfig(&kubeconfig).expect("kubeconfig");
-        let text = std::fs::read_to_string(&kubeconfig).expect("kubeconfig read");
-        let text = text.replace(&server.url(), proxy_url);
-        assert!(
-            text.contains(proxy_url),
-            "the kubeconfig names {}",
-            server.url()
-        );
-        std::fs::write(&kubeconfig, text).expect("kubeconfig written");
+        let direct = dir.join("server.kubeconfig");
+        server.write_kubeconfig(&direct).expect("kubeconfig");
+        let text = std::fs::read_to_string(&direct).expect("kubeconfig read");
+        let kubeconfigs = proxy_urls
+            .iter()
+            .enumerate()
+            .map(|(slot, url)| {
+                let through = text.replace(&server.url(), url);
+                assert!(
+                    through.contains(url),
+                    "the kubeconfig names {}",
+                    server.url()
+                );
+                let path = dir.join(format!("slot-{slot}.kubeconfig"));
+                std::fs::write(&path, through).expect("kubeconfig written");
+                path
+            })
+            .collect();
         Self {
             dir: dir.to_owned(),
-            kubeconfig,
+            kubeconfigs,
             namespace: namespace.to_owned(),
             mode,
             durations,
@@ -94,9 +103,10 @@ impl Replicas {
         }
     }
 
-    /// Starts a new incarnation in `slot` (which must be empty).
+    /// Starts a new incarnation in `slot` (which must be empty and have a proxy).
     pub fn start(&mut self, slot: usize) {
         assert!(!self.live.contains_key(&slot), "slot {slot} is taken");
+        assert!(slot < self.kubeconfigs.len(), "slot {slot} has no proxy");
         let count = self.incarnations.entry(slot).or_default();
         let name = format!("r{slot}-{count}");
         *count += 1;
@@ -124,7 +134,7 @@ impl Replicas {
         };
         command
             .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
+            .arg(&self.kubeconfigs[slot])
             .args(["--election-mode", mode])
             .args([
                 "--lease-name",

@@ -147,12 +147,18 @@ pub async fn run(server: &Backend, dir: &Path, seed: u64, settings: &Settings) -
             .await
             .expect("witness object created");
     }
-    let proxy = Proxy::start(upstream(&server.url()), seed).await;
-    let proxy_url = format!("https://{}", proxy.address());
+    let mut proxies = Vec::new();
+    for slot in 0..settings.max_replicas as u64 {
+        proxies.push(Proxy::start(upstream(&server.url()), seed ^ (slot << 48)).await);
+    }
+    let proxy_urls: Vec<String> = proxies
+        .iter()
+        .map(|proxy| format!("https://{}", proxy.address()))
+        .collect();
     let mut replicas = Replicas::new(
         server,
         dir,
-        &proxy_url,
+        &proxy_urls,
         &namespace,
         settings.mode,
         settings.durations,
@@ -163,11 +169,14 @@ pub async fn run(server: &Backend, dir: &Path, seed: u64, settings: &Settings) -
     let margin = settings.durations.lease - settings.durations.renew;
     let mut world = World::new(
         replicas,
-        &proxy,
+        &proxies,
         server,
         (settings.replicas.min(2), settings.max_replicas),
         margin,
     );
+    if settings.mode == Mode::Leader {
+        world = world.with_leader_lease(Api::namespaced(client.clone(), &namespace));
+    }
     let mut unconverged = converge(&objects, settings.settle * 2).await.err();
     if unconverged.is_none() {
         let writing = Arc::new(AtomicBool::new(true));
@@ -203,7 +212,8 @@ pub async fn run(server: &Backend, dir: &Path, seed: u64, settings: &Settings) -
             }
         },
     };
-    let logs = world.replicas.logs();
+    let mut logs = world.replicas.logs();
+    logs.push(("faults".to_owned(), world.timeline.join("\n")));
     let injected = world.injected.clone();
     drop(world);
     caught_up(&client, &namespace, &observer).await;
@@ -223,7 +233,7 @@ pub async fn run(server: &Backend, dir: &Path, seed: u64, settings: &Settings) -
         converged_after: converged,
         took: started.elapsed(),
     };
-    if !outcome.clean() {
+    if !outcome.clean() || std::env::var_os("FAULT_KEEP_LOGS").is_some() {
         keep_logs(&format!("{mode}-{seed}"), &logs);
     }
     empty(&client, &namespace).await;
@@ -386,7 +396,8 @@ async fn empty(client: &kube::Client, namespace: &str) {
         .expect("Leases deleted");
 }
 
-/// Writes every incarnation's log into `target/fault-runs/<run>/` for a failed run.
+/// Writes every incarnation's log into `target/fault-runs/<run>/` (for a failed run, or every
+/// run with `FAULT_KEEP_LOGS` set).
 fn keep_logs(run: &str, logs: &[(String, String)]) {
     let dir = crate::common::host::target_dir()
         .join("fault-runs")

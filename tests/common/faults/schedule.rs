@@ -40,6 +40,16 @@ impl Rng {
 pub enum Fault {
     /// SIGSTOP a replica, SIGCONT after `length`.
     Freeze { pick: u64, length: Duration },
+    /// A replica's (the leader's, in leader mode) connections are cut and its new ones held before their handshake for `hold`
+    /// (shorter than its renew deadline, so its fence stays open); then it is frozen (SIGSTOP),
+    /// the held connections let through, and it is continued (SIGCONT) after `length`. A
+    /// request that was waiting for a connection is inside the replica, not on the wire, when
+    /// another replica takes its work over.
+    FreezeReconnecting {
+        pick: u64,
+        hold: Duration,
+        length: Duration,
+    },
     /// SIGKILL a replica; a new incarnation starts after `down`.
     Kill { pick: u64, down: Duration },
     /// SIGTERM a replica (it drains and leaves); a new incarnation starts after `down`, or
@@ -67,6 +77,9 @@ impl fmt::Display for Fault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Freeze { length, .. } => write!(f, "freeze {length:?}"),
+            Self::FreezeReconnecting { hold, length, .. } => {
+                write!(f, "connections held {hold:?}, then freeze {length:?}")
+            }
             Self::Kill { down, .. } => write!(f, "kill, back after {down:?}"),
             Self::Leave { down, returns, .. } => {
                 if *returns {
@@ -109,9 +122,14 @@ pub fn schedule(seed: u64, total: Duration, lease: Duration) -> Vec<Step> {
         }
         let pick = rng.next();
         let fault = match rng.below(100) {
-            0..25 => Fault::Freeze {
+            0..17 => Fault::Freeze {
                 pick,
                 length: rng.between(short, lease * 2),
+            },
+            17..25 => Fault::FreezeReconnecting {
+                pick,
+                hold: rng.between(lease / 10, lease / 4),
+                length: rng.between(lease, lease * 2),
             },
             25..35 => Fault::Kill {
                 pick,

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
 use tokio::time::Instant;
 
 use crate::common::backend::Backend;
@@ -29,6 +31,13 @@ enum Undo {
     StallOff { cut: bool },
     /// Stop the busy processes.
     ContentionOff,
+    /// SIGSTOP the incarnation `name` in `slot` whose proxy holds its new connections, let them
+    /// through, and SIGCONT it after `length` (see [`Fault::FreezeReconnecting`]).
+    FreezeHeld {
+        slot: usize,
+        name: String,
+        length: Duration,
+    },
 }
 
 /// What the faults act on, and what is pending.
@@ -39,11 +48,14 @@ enum Undo {
 /// on the wire). So jitter delays each chunk by at most an eighth of the margin, the API server
 /// is frozen for at most half of it, and a stall longer than half of it ends as a partition
 /// does: every connection cut, nothing held delivered (together at most three quarters of the
-/// margin, the rest left to the server's own time).
+/// margin, the rest left to the server's own time). A held handshake carries no request.
+///
+/// Each replica slot has a proxy of its own; faults of the network act on all of them, except
+/// [`Fault::FreezeReconnecting`], which acts on its replica's.
 pub struct World<'a> {
     /// The replicas.
     pub replicas: Replicas,
-    proxy: &'a Proxy,
+    proxies: &'a [Proxy],
     server: &'a Backend,
     max_replicas: usize,
     min_replicas: usize,
@@ -51,23 +63,28 @@ pub struct World<'a> {
     pending: Vec<(Instant, Undo)>,
     busy: Vec<Child>,
     api_frozen: bool,
+    /// The leader Lease, in leader mode.
+    leader_lease: Option<Api<Lease>>,
     /// Faults applied, by kind.
     pub injected: BTreeMap<&'static str, usize>,
+    /// Each fault applied and undone, by wall-clock time (µs since the epoch, as the witness
+    /// guest and the host's logs count), for reading beside the replicas' logs.
+    pub timeline: Vec<String>,
 }
 
 impl<'a> World<'a> {
-    /// Faults on `replicas` (between `min` and `max` of them running), `proxy` and `server`,
-    /// holding no byte longer than `margin`.
+    /// Faults on `replicas` (between `min` and `max` of them running, slot `i` behind
+    /// `proxies[i]`) and `server`, holding no byte of a request longer than `margin`.
     pub fn new(
         replicas: Replicas,
-        proxy: &'a Proxy,
+        proxies: &'a [Proxy],
         server: &'a Backend,
         (min, max): (usize, usize),
         margin: Duration,
     ) -> Self {
         Self {
             replicas,
-            proxy,
+            proxies,
             server,
             max_replicas: max,
             min_replicas: min,
@@ -75,8 +92,31 @@ impl<'a> World<'a> {
             pending: Vec::new(),
             busy: Vec::new(),
             api_frozen: false,
+            leader_lease: None,
             injected: BTreeMap::new(),
+            timeline: Vec::new(),
         }
+    }
+
+    /// Aims the faults that prefer a leader at the holder of the Lease `faults` in `leases`.
+    pub fn with_leader_lease(mut self, leases: Api<Lease>) -> Self {
+        self.leader_lease = Some(leases);
+        self
+    }
+
+    /// The slot of the running, unfrozen replica holding the leader Lease, if it can be told
+    /// quickly.
+    async fn leader(&self) -> Option<usize> {
+        let leases = self.leader_lease.as_ref()?;
+        let read = tokio::time::timeout(Duration::from_millis(300), leases.get("faults"));
+        let lease = read.await.ok()?.ok()?;
+        let holder = lease.spec?.holder_identity?;
+        let (name, _) = holder.split_once('_')?;
+        self.replicas
+            .live
+            .iter()
+            .find(|(_, r)| r.name == name && !r.frozen)
+            .map(|(slot, _)| *slot)
     }
 
     /// Applies `fault` now.
@@ -91,6 +131,22 @@ impl<'a> World<'a> {
                     .push((now + *length, Undo::Thaw { slot, name }));
                 "freeze"
             }),
+            Fault::FreezeReconnecting { pick, hold, length } => {
+                let target = match self.leader().await {
+                    Some(slot) => Some(slot),
+                    None => self.replicas.choose(*pick),
+                };
+                target.map(|slot| {
+                    let proxy = &self.proxies[slot];
+                    proxy.hold(true);
+                    proxy.cut();
+                    let name = self.replicas.live[&slot].name.clone();
+                    let length = *length;
+                    self.pending
+                        .push((now + *hold, Undo::FreezeHeld { slot, name, length }));
+                    "reconnect-freeze"
+                })
+            }
             Fault::Kill { pick, down } => match self.replicas.choose(*pick) {
                 Some(slot) => {
                     self.replicas.end(slot, false).await;
@@ -126,18 +182,19 @@ impl<'a> World<'a> {
                 "api-freeze"
             }),
             Fault::Jitter { max, length } => {
-                self.proxy.delay((*max).min(self.margin / 8));
+                let max = (*max).min(self.margin / 8);
+                self.proxies.iter().for_each(|proxy| proxy.delay(max));
                 self.pending.push((now + *length, Undo::JitterOff));
                 Some("jitter")
             }
             Fault::Stall { length } => {
-                self.proxy.stall(true);
+                self.proxies.iter().for_each(|proxy| proxy.stall(true));
                 let cut = *length > self.margin / 2;
                 self.pending.push((now + *length, Undo::StallOff { cut }));
                 Some("stall")
             }
             Fault::Cut => {
-                self.proxy.cut();
+                self.proxies.iter().for_each(Proxy::cut);
                 Some("cut")
             }
             Fault::Contention { length } => self.busy.is_empty().then(|| {
@@ -148,6 +205,7 @@ impl<'a> World<'a> {
         };
         if let Some(kind) = applied {
             *self.injected.entry(kind).or_default() += 1;
+            self.note(format!("{fault}"));
         }
     }
 
@@ -163,10 +221,13 @@ impl<'a> World<'a> {
         }
     }
 
-    /// Undoes everything pending, at once, and makes sure `min` replicas run.
+    /// Undoes everything pending, at once (and what that undoing leaves pending), and makes sure
+    /// `min` replicas run.
     pub async fn calm(&mut self) {
-        for (_, undo) in std::mem::take(&mut self.pending) {
-            self.undo(undo);
+        while !self.pending.is_empty() {
+            for (_, undo) in std::mem::take(&mut self.pending) {
+                self.undo(undo);
+            }
         }
         while self.replicas.live.len() < self.min_replicas {
             let slot = self.replicas.free_slot();
@@ -179,7 +240,15 @@ impl<'a> World<'a> {
         self.pending.iter().map(|(at, _)| *at).min()
     }
 
+    fn note(&mut self, what: String) {
+        let at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros());
+        self.timeline.push(format!("at={at} {what}"));
+    }
+
     fn undo(&mut self, undo: Undo) {
+        self.note(format!("undo {undo:?}"));
         match undo {
             Undo::Thaw { slot, name } => {
                 if self
@@ -202,14 +271,25 @@ impl<'a> World<'a> {
                 self.server.resume();
                 self.api_frozen = false;
             }
-            Undo::JitterOff => self.proxy.delay(Duration::ZERO),
+            Undo::JitterOff => self.proxies.iter().for_each(|p| p.delay(Duration::ZERO)),
             Undo::StallOff { cut } => {
-                if cut {
-                    self.proxy.cut();
+                for proxy in self.proxies {
+                    if cut {
+                        proxy.cut();
+                    }
+                    proxy.stall(false);
                 }
-                self.proxy.stall(false);
             }
             Undo::ContentionOff => self.stop_busy(),
+            Undo::FreezeHeld { slot, name, length } => {
+                let same = |r: &super::replicas::Replica| r.name == name && !r.frozen;
+                if self.replicas.live.get(&slot).is_some_and(same) {
+                    self.replicas.freeze(slot, true);
+                    let thaw = Undo::Thaw { slot, name };
+                    self.pending.push((Instant::now() + length, thaw));
+                }
+                self.proxies[slot].hold(false);
+            }
         }
     }
 
