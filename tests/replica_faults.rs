@@ -11,7 +11,9 @@
 //! sets them in ms), `FAULT_SECONDS` sets how long faults run; `FAULT_OBJECTS`, `FAULT_WRITES`,
 //! `FAULT_WORK_MS` and `FAULT_WAIT_MS` set the witness objects (100), the writer's changes a
 //! second (20), each reconcile's work (100 ms of CPU) and its wait before writing (0 ms, a
-//! sleep); `FAULT_HOST_BINARY` runs another build of the host. `make soak-replicas` runs random
+//! sleep); `FAULT_CORES` pins the replicas and the busy processes to CPUs (`taskset -c`
+//! syntax, e.g. `1`) and `FAULT_BUSY` keeps that many busy processes on them for the whole run;
+//! `FAULT_KEEP_LOGS` keeps every run's logs; `FAULT_HOST_BINARY` runs another build of the host. `make soak-replicas` runs random
 //! seeds; a failing seed runs again with the command its failure prints.
 
 use std::time::Duration;
@@ -52,6 +54,8 @@ async fn faults(mode: Mode) {
         wait: Duration::from_millis(knob("FAULT_WAIT_MS", 0)),
         // a lapsed Lease noticed, a ring settled, and the queue's backoff after the faults
         settle: durations.lease * 5 + Duration::from_secs(15),
+        cores: std::env::var("FAULT_CORES").ok().filter(|c| !c.is_empty()),
+        steady_load: knob("FAULT_BUSY", 0),
     };
     let server = ApiServer::start(Config::default())
         .await
@@ -81,13 +85,20 @@ async fn faults(mode: Mode) {
         durations.renew.as_millis(),
         durations.retry.as_millis(),
     );
+    let mut load = String::new();
+    if let Some(cores) = &settings.cores {
+        load.push_str(&format!(" FAULT_CORES={cores}"));
+    }
+    if settings.steady_load > 0 {
+        load.push_str(&format!(" FAULT_BUSY={}", settings.steady_load));
+    }
     assert!(
         failed.is_empty(),
         "{mode:?} mode failed the fault checker for seeds {failed:?} (reports above; replica \
          logs in target/fault-runs/); run one again with FAULT_SEEDS=<seed> \
          FAULT_DURATIONS={lease},{renew},{retry} FAULT_SECONDS={seconds} FAULT_OBJECTS={objects} \
          FAULT_WRITES={writes_per_second} FAULT_WORK_MS={work} \
-         FAULT_WAIT_MS={wait} E2E_BACKEND={backend} cargo test -p end-to-end --test e2e replica_faults::{test}"
+         FAULT_WAIT_MS={wait}{load} E2E_BACKEND={backend} cargo test -p end-to-end --test e2e replica_faults::{test}"
     );
     assert!(writes > 0, "no witness write was observed");
 }

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::common::backend::Backend;
@@ -55,6 +56,8 @@ pub struct Replicas {
     namespace: String,
     mode: Mode,
     durations: Durations,
+    /// The CPUs the replicas run on (`taskset -c` syntax), when pinned.
+    cores: Option<String>,
     /// slot → the incarnation running in it.
     pub live: BTreeMap<usize, Replica>,
     /// Incarnations that ended, with their logs.
@@ -72,6 +75,7 @@ impl Replicas {
         namespace: &str,
         mode: Mode,
         durations: Durations,
+        cores: Option<String>,
     ) -> Self {
         let direct = dir.join("server.kubeconfig");
         server.write_kubeconfig(&direct).expect("kubeconfig");
@@ -97,6 +101,7 @@ impl Replicas {
             namespace: namespace.to_owned(),
             mode,
             durations,
+            cores,
             live: BTreeMap::new(),
             ended: Vec::new(),
             incarnations: BTreeMap::new(),
@@ -153,6 +158,10 @@ impl Replicas {
             .arg(plugin)
             .env("HOSTNAME", &name)
             .env("RUST_LOG", "info");
+        if let Some(cores) = &self.cores {
+            command = pinned(&command, cores);
+            command.stdout(Stdio::null()).stderr(Stdio::piped());
+        }
         let host = Host::spawn(command);
         self.live.insert(
             slot,
@@ -213,6 +222,11 @@ impl Replicas {
         self.ended.push((replica.name, replica.host));
     }
 
+    /// The CPUs the replicas are pinned to, if they are.
+    pub fn cores(&self) -> Option<&str> {
+        self.cores.as_deref()
+    }
+
     /// Every incarnation's log, by name.
     pub fn logs(&self) -> Vec<(String, String)> {
         self.live
@@ -225,4 +239,26 @@ impl Replicas {
             )
             .collect()
     }
+}
+
+/// `command` run through `taskset -c <cores>` (the same program, arguments, environment and
+/// directory, but not its standard streams: set them again), so the process and every thread
+/// it starts run only on those CPUs.
+pub fn pinned(command: &Command, cores: &str) -> Command {
+    let mut wrapped = Command::new("taskset");
+    wrapped
+        .arg("-c")
+        .arg(cores)
+        .arg(command.get_program())
+        .args(command.get_args());
+    for (name, value) in command.get_envs() {
+        match value {
+            Some(value) => wrapped.env(name, value),
+            None => wrapped.env_remove(name),
+        };
+    }
+    if let Some(dir) = command.get_current_dir() {
+        wrapped.current_dir(dir);
+    }
+    wrapped
 }

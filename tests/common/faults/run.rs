@@ -50,6 +50,11 @@ pub struct Settings {
     pub wait: Duration,
     /// How long after the faults stop every object must be reconciled at its last change.
     pub settle: Duration,
+    /// The CPUs the replicas and the busy processes run on (`taskset -c` syntax); all when
+    /// `None`.
+    pub cores: Option<String>,
+    /// Busy processes on those CPUs for the whole run (the schedule's contention comes on top).
+    pub steady_load: usize,
 }
 
 /// What one run found.
@@ -162,6 +167,7 @@ pub async fn run(server: &Backend, dir: &Path, seed: u64, settings: &Settings) -
         &namespace,
         settings.mode,
         settings.durations,
+        settings.cores.clone(),
     );
     for slot in 0..settings.replicas {
         replicas.start(slot);
@@ -174,6 +180,7 @@ pub async fn run(server: &Backend, dir: &Path, seed: u64, settings: &Settings) -
         (settings.replicas.min(2), settings.max_replicas),
         margin,
     );
+    world = world.with_steady_load(settings.steady_load);
     if settings.mode == Mode::Leader {
         world = world.with_leader_lease(Api::namespaced(client.clone(), &namespace));
     }

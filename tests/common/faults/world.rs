@@ -62,6 +62,8 @@ pub struct World<'a> {
     margin: Duration,
     pending: Vec<(Instant, Undo)>,
     busy: Vec<Child>,
+    /// Busy processes running for the whole run.
+    steady: Vec<Child>,
     api_frozen: bool,
     /// The leader Lease, in leader mode.
     leader_lease: Option<Api<Lease>>,
@@ -91,11 +93,20 @@ impl<'a> World<'a> {
             margin,
             pending: Vec::new(),
             busy: Vec::new(),
+            steady: Vec::new(),
             api_frozen: false,
             leader_lease: None,
             injected: BTreeMap::new(),
             timeline: Vec::new(),
         }
+    }
+
+    /// Keeps `count` busy processes on the replicas' cores from now until the run ends: a
+    /// loaded machine, beside the contention the schedule adds.
+    pub fn with_steady_load(mut self, count: usize) -> Self {
+        let cores = self.replicas.cores().map(str::to_owned);
+        self.steady = (0..count).map(|_| busy(cores.as_deref())).collect();
+        self
     }
 
     /// Aims the faults that prefer a leader at the holder of the Lease `faults` in `leases`.
@@ -198,7 +209,8 @@ impl<'a> World<'a> {
                 Some("cut")
             }
             Fault::Contention { length } => self.busy.is_empty().then(|| {
-                self.busy = (0..2).map(|_| busy()).collect();
+                let cores = self.replicas.cores().map(str::to_owned);
+                self.busy = (0..2).map(|_| busy(cores.as_deref())).collect();
                 self.pending.push((now + *length, Undo::ContentionOff));
                 "contention"
             }),
@@ -294,7 +306,11 @@ impl<'a> World<'a> {
     }
 
     fn stop_busy(&mut self) {
-        for mut child in self.busy.drain(..) {
+        Self::stop(&mut self.busy);
+    }
+
+    fn stop(children: &mut Vec<Child>) {
+        for mut child in children.drain(..) {
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -304,16 +320,21 @@ impl<'a> World<'a> {
 impl Drop for World<'_> {
     fn drop(&mut self) {
         self.stop_busy();
+        Self::stop(&mut self.steady);
         if self.api_frozen {
             self.server.resume();
         }
     }
 }
 
-/// A process that spins on a core until killed.
-fn busy() -> Child {
-    Command::new("sh")
-        .args(["-c", "while :; do :; done"])
+/// A process that spins on a core (one of `cores`, when given) until killed.
+fn busy(cores: Option<&str>) -> Child {
+    let mut command = Command::new("sh");
+    command.args(["-c", "while :; do :; done"]);
+    if let Some(cores) = cores {
+        command = super::replicas::pinned(&command, cores);
+    }
+    command
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
