@@ -13,6 +13,7 @@
 //! second (20), each reconcile's work (100 ms of CPU) and its wait before writing (0 ms, a
 //! sleep); `FAULT_CORES` pins the replicas and the busy processes to CPUs (`taskset -c`
 //! syntax, e.g. `1`) and `FAULT_BUSY` keeps that many busy processes on them for the whole run;
+//! `FAULT_SETTLE_SECONDS` sets the bound on convergence after the faults (five Leases plus 15 s);
 //! `FAULT_KEEP_LOGS` keeps every run's logs; `FAULT_HOST_BINARY` runs another build of the host. `make soak-replicas` runs random
 //! seeds; a failing seed runs again with the command its failure prints.
 
@@ -53,7 +54,10 @@ async fn faults(mode: Mode) {
         work: Duration::from_millis(knob("FAULT_WORK_MS", 100)),
         wait: Duration::from_millis(knob("FAULT_WAIT_MS", 0)),
         // a lapsed Lease noticed, a ring settled, and the queue's backoff after the faults
-        settle: durations.lease * 5 + Duration::from_secs(15),
+        settle: match std::env::var_os("FAULT_SETTLE_SECONDS") {
+            Some(_) => Duration::from_secs(knob("FAULT_SETTLE_SECONDS", 0)),
+            None => durations.lease * 5 + Duration::from_secs(15),
+        },
         cores: std::env::var("FAULT_CORES").ok().filter(|c| !c.is_empty()),
         steady_load: knob("FAULT_BUSY", 0),
     };
@@ -88,6 +92,12 @@ async fn faults(mode: Mode) {
     let mut load = String::new();
     if let Some(cores) = &settings.cores {
         load.push_str(&format!(" FAULT_CORES={cores}"));
+    }
+    if std::env::var_os("FAULT_SETTLE_SECONDS").is_some() {
+        load.push_str(&format!(
+            " FAULT_SETTLE_SECONDS={}",
+            settings.settle.as_secs()
+        ));
     }
     if settings.steady_load > 0 {
         load.push_str(&format!(" FAULT_BUSY={}", settings.steady_load));
