@@ -54,10 +54,10 @@ async fn faults(mode: Mode) {
         work: Duration::from_millis(knob("FAULT_WORK_MS", 100)),
         wait: Duration::from_millis(knob("FAULT_WAIT_MS", 0)),
         // a lapsed Lease noticed, a ring settled, and the queue's backoff after the faults
-        settle: match std::env::var_os("FAULT_SETTLE_SECONDS") {
-            Some(_) => Duration::from_secs(knob("FAULT_SETTLE_SECONDS", 0)),
-            None => durations.lease * 5 + Duration::from_secs(15),
-        },
+        settle: Duration::from_secs_f64(knob(
+            "FAULT_SETTLE_SECONDS",
+            (durations.lease * 5 + Duration::from_secs(15)).as_secs_f64(),
+        )),
         cores: std::env::var("FAULT_CORES").ok().filter(|c| !c.is_empty()),
         steady_load: knob("FAULT_BUSY", 0),
     };
@@ -84,6 +84,7 @@ async fn faults(mode: Mode) {
     };
     let (objects, writes_per_second) = (settings.objects, settings.writes_per_second);
     let (work, wait) = (settings.work.as_millis(), settings.wait.as_millis());
+    let settle = settings.settle.as_secs_f64();
     let (lease, renew, retry) = (
         durations.lease.as_millis(),
         durations.renew.as_millis(),
@@ -92,12 +93,6 @@ async fn faults(mode: Mode) {
     let mut load = String::new();
     if let Some(cores) = &settings.cores {
         load.push_str(&format!(" FAULT_CORES={cores}"));
-    }
-    if std::env::var_os("FAULT_SETTLE_SECONDS").is_some() {
-        load.push_str(&format!(
-            " FAULT_SETTLE_SECONDS={}",
-            settings.settle.as_secs()
-        ));
     }
     if settings.steady_load > 0 {
         load.push_str(&format!(" FAULT_BUSY={}", settings.steady_load));
@@ -108,7 +103,7 @@ async fn faults(mode: Mode) {
          logs in target/fault-runs/); run one again with FAULT_SEEDS=<seed> \
          FAULT_DURATIONS={lease},{renew},{retry} FAULT_SECONDS={seconds} FAULT_OBJECTS={objects} \
          FAULT_WRITES={writes_per_second} FAULT_WORK_MS={work} \
-         FAULT_WAIT_MS={wait}{load} E2E_BACKEND={backend} cargo test -p end-to-end --test e2e replica_faults::{test}"
+         FAULT_WAIT_MS={wait} FAULT_SETTLE_SECONDS={settle}{load} E2E_BACKEND={backend} cargo test -p end-to-end --test e2e replica_faults::{test}"
     );
     assert!(writes > 0, "no witness write was observed");
 }
