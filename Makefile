@@ -201,10 +201,11 @@ go-test:
 ## The fault checker's soak (docs/testing.md): random seeds for leader and sharded mode on the real
 ## control plane, one run at a time; SOAK_SEEDS seeds per mode (default 100), FAULT_DURATIONS=default
 ## for client-go's Lease durations, FAULT_SECONDS for the faults' length, FAULT_OBJECTS, FAULT_WRITES,
-## FAULT_WORK_MS and FAULT_WAIT_MS for the load (docs/testing.md). Each run prints its seed.
+## FAULT_WORK_MS and FAULT_WAIT_MS for the load (docs/testing.md). Each run prints its seed. Built
+## as the test steps build (LINTED), so after `make test` nothing is compiled again.
 .PHONY: soak-replicas
 soak-replicas: control-plane
-	E2E_BACKEND=real FAULT_SEEDS=random:$(or $(SOAK_SEEDS),100) $(CARGO) test --workspace --locked \
+	E2E_BACKEND=real FAULT_SEEDS=random:$(or $(SOAK_SEEDS),100) $(LINTED) $(CARGO) test --workspace --locked \
 	  --test e2e -- replica_faults:: --nocapture --test-threads 1
 
 ## The JavaScript SDK's own tests with the host's imports faked: Node's runner, no component built.
