@@ -1,7 +1,7 @@
 //! End to end, with real processes and random faults: three replicas of the host reconcile
 //! witness objects through a rough proxy while a writer changes the objects and a seeded
-//! schedule freezes, kills, stops and adds replicas, freezes the API server, delays, stalls and
-//! cuts connections and loads the CPU; then the checker (`common::faults`) judges the server's
+//! schedule freezes, kills, stops and adds replicas, freezes the API server or puts it out of
+//! reach, delays, stalls and cuts connections and loads the CPU; then the checker (`common::faults`) judges the server's
 //! history: no write after its writer's fence closed, no key reconciled by two replicas at once,
 //! and every object reconciled at its last change soon after the faults stop. Leader and
 //! sharded mode.

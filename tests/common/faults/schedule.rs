@@ -67,6 +67,11 @@ pub enum Fault {
     Jitter { max: Duration, length: Duration },
     /// The proxy forwards nothing for `length`.
     Stall { length: Duration },
+    /// The API server out of every replica's reach for two to five Leases: their connections
+    /// held (nothing delivered), then cut. Every Lease lapses at once, and the replicas come
+    /// back together to a backlog of changes (as after a long API server freeze, without its
+    /// held requests arriving late).
+    Outage { length: Duration },
     /// The proxy closes every replica's connection.
     Cut,
     /// Two busy processes share the replicas' cores for `length`.
@@ -92,6 +97,7 @@ impl fmt::Display for Fault {
             Self::ApiFreeze { length } => write!(f, "API server frozen {length:?}"),
             Self::Jitter { max, length } => write!(f, "jitter up to {max:?} for {length:?}"),
             Self::Stall { length } => write!(f, "connections stalled {length:?}"),
+            Self::Outage { length } => write!(f, "API server out of reach {length:?}"),
             Self::Cut => write!(f, "connections cut"),
             Self::Contention { length } => write!(f, "CPU contention {length:?}"),
         }
@@ -148,8 +154,11 @@ pub fn schedule(seed: u64, total: Duration, lease: Duration) -> Vec<Step> {
                 max: rng.between(Duration::from_millis(5), Duration::from_millis(300)),
                 length: rng.between(short, lease * 2),
             },
-            73..80 => Fault::Stall {
+            73..78 => Fault::Stall {
                 length: rng.between(short, lease),
+            },
+            78..80 => Fault::Outage {
+                length: rng.between(lease * 2, lease * 5),
             },
             80..87 => Fault::Cut,
             _ => Fault::Contention {
@@ -174,9 +183,25 @@ mod tests {
         assert!(span < total && span + lease >= total, "{span:?}");
         assert!(one.len() > 30, "{} steps", one.len());
         for step in &one {
-            if let Fault::Freeze { length, .. } = step.fault {
-                assert!(length >= lease / 5 && length <= lease * 2);
+            match step.fault {
+                Fault::Freeze { length, .. } => {
+                    assert!(length >= lease / 5 && length <= lease * 2);
+                }
+                Fault::Outage { length } => assert!(length >= lease * 2 && length <= lease * 5),
+                _ => {}
             }
         }
+        // Outages are drawn, and rarely: about 2 % of the faults over many schedules.
+        let (mut faults, mut outages) = (0, 0);
+        for seed in 1..=200 {
+            for step in schedule(seed, total, lease) {
+                faults += 1;
+                outages += usize::from(matches!(step.fault, Fault::Outage { .. }));
+            }
+        }
+        assert!(
+            outages * 100 >= faults && outages * 100 <= faults * 4,
+            "{outages} of {faults}"
+        );
     }
 }

@@ -46,8 +46,8 @@ enum Undo {
 /// (`leaseDuration - renewDeadline`): a write that left a replica before its fence closed and
 /// landed after another took over is the one case the host documents as not guaranteed (bytes
 /// on the wire). So jitter delays each chunk by at most an eighth of the margin, the API server
-/// is frozen for at most half of it, and a stall longer than half of it ends as a partition
-/// does: every connection cut, nothing held delivered (together at most three quarters of the
+/// is frozen for at most half of it, and a stall longer than half of it (and every outage) ends
+/// as a partition does: every connection cut, nothing held delivered (together at most three quarters of the
 /// margin, the rest left to the server's own time). A held handshake carries no request.
 ///
 /// Each replica slot has a proxy of its own; faults of the network act on all of them, except
@@ -65,6 +65,9 @@ pub struct World<'a> {
     /// Busy processes running for the whole run.
     steady: Vec<Child>,
     api_frozen: bool,
+    /// The proxies hold what they are sent (a stall or an outage): another waits for its end,
+    /// so a short stall never lets through what a long one held.
+    stalled: bool,
     /// The leader Lease, in leader mode.
     leader_lease: Option<Api<Lease>>,
     /// Faults applied, by kind.
@@ -95,6 +98,7 @@ impl<'a> World<'a> {
             busy: Vec::new(),
             steady: Vec::new(),
             api_frozen: false,
+            stalled: false,
             leader_lease: None,
             injected: BTreeMap::new(),
             timeline: Vec::new(),
@@ -198,12 +202,14 @@ impl<'a> World<'a> {
                 self.pending.push((now + *length, Undo::JitterOff));
                 Some("jitter")
             }
-            Fault::Stall { length } => {
-                self.proxies.iter().for_each(|proxy| proxy.stall(true));
-                let cut = *length > self.margin / 2;
-                self.pending.push((now + *length, Undo::StallOff { cut }));
-                Some("stall")
-            }
+            Fault::Stall { length } => (!self.stalled).then(|| {
+                self.stall(now + *length, *length > self.margin / 2);
+                "stall"
+            }),
+            Fault::Outage { length } => (!self.stalled).then(|| {
+                self.stall(now + *length, true);
+                "outage"
+            }),
             Fault::Cut => {
                 self.proxies.iter().for_each(Proxy::cut);
                 Some("cut")
@@ -285,6 +291,7 @@ impl<'a> World<'a> {
             }
             Undo::JitterOff => self.proxies.iter().for_each(|p| p.delay(Duration::ZERO)),
             Undo::StallOff { cut } => {
+                self.stalled = false;
                 for proxy in self.proxies {
                     if cut {
                         proxy.cut();
@@ -314,6 +321,16 @@ impl<'a> World<'a> {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+impl World<'_> {
+    /// Every proxy holds what it is sent until `until`, then lets it through, or with `cut`
+    /// drops it and cuts every connection.
+    fn stall(&mut self, until: Instant, cut: bool) {
+        self.proxies.iter().for_each(|proxy| proxy.stall(true));
+        self.stalled = true;
+        self.pending.push((until, Undo::StallOff { cut }));
     }
 }
 
