@@ -1,10 +1,10 @@
 //! End to end, with real processes and random faults: three replicas of the host reconcile
 //! witness objects through a rough proxy while a writer changes the objects and a seeded
 //! schedule freezes, kills, stops and adds replicas, freezes the API server or puts it out of
-//! reach, delays, stalls and cuts connections and loads the CPU; then the checker (`common::faults`) judges the server's
-//! history: no write after its writer's fence closed, no key reconciled by two replicas at once,
-//! and every object reconciled at its last change soon after the faults stop. Leader and
-//! sharded mode.
+//! reach, delays, stalls and cuts connections and loads the CPU; then the checker
+//! (`common::faults`) judges the server's history: no write after its writer's fence closed, no
+//! key reconciled by two replicas at once, and every object reconciled at its last change soon
+//! after the faults stop. Leader and sharded mode.
 //!
 //! Without `FAULT_SEEDS` it runs seed 1 for each mode; `FAULT_SEEDS` picks others (`7,12` or
 //! `random:50`), `FAULT_DURATIONS=default` uses client-go's Lease durations (`4000,3000,1000`

@@ -46,9 +46,10 @@ enum Undo {
 /// (`leaseDuration - renewDeadline`): a write that left a replica before its fence closed and
 /// landed after another took over is the one case the host documents as not guaranteed (bytes
 /// on the wire). So jitter delays each chunk by at most an eighth of the margin, the API server
-/// is frozen for at most half of it, and a stall longer than half of it (and every outage) ends
-/// as a partition does: every connection cut, nothing held delivered (together at most three quarters of the
-/// margin, the rest left to the server's own time). A held handshake carries no request.
+/// is frozen for at most half of it, and a stall longer than half of it (and every outage)
+/// ends as a partition does: every connection cut, nothing held delivered (together at most
+/// three quarters of the margin, the rest left to the server's own time). A held handshake
+/// carries no request.
 ///
 /// Each replica slot has a proxy of its own; faults of the network act on all of them, except
 /// [`Fault::FreezeReconnecting`], which acts on its replica's.
@@ -312,6 +313,14 @@ impl<'a> World<'a> {
         }
     }
 
+    /// Every proxy holds what it is sent until `until`, then lets it through, or with `cut`
+    /// drops it and cuts every connection.
+    fn stall(&mut self, until: Instant, cut: bool) {
+        self.proxies.iter().for_each(|proxy| proxy.stall(true));
+        self.stalled = true;
+        self.pending.push((until, Undo::StallOff { cut }));
+    }
+
     fn stop_busy(&mut self) {
         Self::stop(&mut self.busy);
     }
@@ -321,16 +330,6 @@ impl<'a> World<'a> {
             let _ = child.kill();
             let _ = child.wait();
         }
-    }
-}
-
-impl World<'_> {
-    /// Every proxy holds what it is sent until `until`, then lets it through, or with `cut`
-    /// drops it and cuts every connection.
-    fn stall(&mut self, until: Instant, cut: bool) {
-        self.proxies.iter().for_each(|proxy| proxy.stall(true));
-        self.stalled = true;
-        self.pending.push((until, Undo::StallOff { cut }));
     }
 }
 
