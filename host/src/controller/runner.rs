@@ -15,10 +15,10 @@ use super::reconciler::{Action, ObjectLookup, Reconciler, Request};
 use super::unhandled::Unhandled;
 use crate::election::Fence;
 use crate::queue::{Completion, RateLimitingQueue};
-use crate::shard::{Admission, Gate, Placement};
+use crate::shard::{Admission, Gate, Placement, Ticket};
 
-/// How long a key taken while the fence is closed waits before it is taken again.
-const FENCED_RETRY: Duration = Duration::from_millis(100);
+/// Sharded mode: how often a worker holding a key the gate says to wait for asks again.
+const GATE_RETRY: Duration = Duration::from_millis(100);
 
 /// How a reconcile ended, as controller-runtime labels it in `controller_runtime_reconcile_total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -215,22 +215,12 @@ async fn worker<R: Reconciler>(
             },
         };
         let ticket = match &shared.gate {
-            Some((gate, placement)) => match gate.admit(&shared.name, *placement, key.as_str()) {
-                Admission::Admitted(ticket) => Some(ticket),
-                Admission::NotMine => {
-                    // Its owner has it queued, or queues it from its cache when it takes it.
-                    shared.causes.forget(&key);
-                    queue.forget(&key);
-                    queue.done(&key);
-                    continue;
+            Some((gate, placement)) => {
+                match admit(&shared, gate, *placement, &key, &intake).await {
+                    Some(ticket) => Some(ticket),
+                    None => continue,
                 }
-                Admission::Closed => {
-                    // Kept for when the lease is renewed (then dropped if it moved meanwhile).
-                    queue.add_after(key.clone(), FENCED_RETRY);
-                    queue.done(&key);
-                    continue;
-                }
-            },
+            }
             None => None,
         };
         if ticket.is_none() && !shared.fence.is_open() {
@@ -313,6 +303,48 @@ async fn worker<R: Reconciler>(
                 causes.note(&key, cause);
             }
         });
+    }
+}
+
+/// Sharded mode: a ticket for `key` once the gate admits it, or `None` when the key is
+/// another's (dropped: its owner has it queued, or queues it from its cache when it takes it)
+/// or intake stopped while it waited (handed back to the queue).
+///
+/// While the gate says wait (the fence is closed, or no ring is stable) the worker keeps the key
+/// in hand instead of putting it back: the keys queued behind it keep their places. A lapse
+/// queues every key the replica owns again, in the cache's order, when the next ring is stable;
+/// keys put back at each lapse would lose their places to that order, and when lapses come
+/// faster than the queue drains the same keys would be reconciled after every lapse and the
+/// last ones never.
+async fn admit<R: Reconciler>(
+    shared: &Shared<R>,
+    gate: &Arc<Gate>,
+    placement: Placement,
+    key: &ObjectKey,
+    intake: &CancellationToken,
+) -> Option<Ticket> {
+    let queue = &shared.queue;
+    loop {
+        match gate.admit(&shared.name, placement, key.as_str()) {
+            Admission::Admitted(ticket) => return Some(ticket),
+            Admission::NotMine => {
+                shared.causes.forget(key);
+                queue.forget(key);
+                queue.done(key);
+                return None;
+            }
+            Admission::Wait => {
+                tokio::select! {
+                    biased;
+                    () = intake.cancelled() => {
+                        queue.add(key.clone());
+                        queue.done(key);
+                        return None;
+                    }
+                    () = tokio::time::sleep(GATE_RETRY) => {}
+                }
+            }
+        }
     }
 }
 

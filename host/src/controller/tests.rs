@@ -40,6 +40,8 @@ struct Scripted {
     steps: Mutex<HashMap<String, VecDeque<Step>>>,
     calls: Mutex<Vec<Call>>,
     finished: AtomicUsize,
+    /// Keys whose reconcile ran to its end, in that order.
+    ended: Mutex<Vec<String>>,
     running: Mutex<HashSet<String>>,
     max_running: AtomicUsize,
 }
@@ -56,6 +58,7 @@ impl Scripted {
             ),
             calls: Mutex::new(Vec::new()),
             finished: AtomicUsize::new(0),
+            ended: Mutex::new(Vec::new()),
             running: Mutex::new(HashSet::new()),
             max_running: AtomicUsize::new(0),
         })
@@ -119,6 +122,7 @@ impl Reconciler for Arc<Scripted> {
             Step::Hang => std::future::pending().await,
         };
         self.finished.fetch_add(1, Ordering::SeqCst);
+        self.ended.lock().push(key);
         result
     }
 }
@@ -430,6 +434,71 @@ async fn metrics_see_each_outcome_its_duration_and_active_workers() {
         ]
     );
     assert_eq!(*metrics.active.lock(), (0, 2));
+    running.intake.cancel();
+    running.done.await.unwrap();
+}
+
+/// Sharded mode, as `crate::shard` drives the gate: the stable ring of this member alone.
+fn stable_alone() -> crate::shard::Assignment {
+    use crate::shard::{Membership, Observed, Step as Ring};
+    let mut membership = Membership::new("a", Duration::from_secs(15));
+    let lease = |ack: Option<crate::shard::ViewId>| Observed {
+        member: "a".into(),
+        resource_version: "1".to_owned(),
+        ack,
+    };
+    let now = std::time::Instant::now();
+    membership.observe(&[lease(None)], Some("1"), now);
+    let ack = membership.ack().cloned();
+    let Ring::Widen(assignment) = membership.observe(&[lease(ack)], Some("1"), now) else {
+        panic!("the only member acknowledged the ring: it is stable");
+    };
+    assignment
+}
+
+#[tokio::test(start_paused = true)]
+async fn keys_keep_their_places_across_lapses_so_none_starves_when_lapses_outpace_the_queue() {
+    // 30 keys of 100 ms each on 2 workers: 1.5 s to drain, and a lapse every 0.7 s. Each lapse
+    // aborts what runs and, once the ring is stable again, queues every owned key in the
+    // cache's order, as the member task does.
+    let keys: Vec<String> = (0..30).map(|i| format!("ns/k{i:02}")).collect();
+    let slow = Step::Slow(ms(100), Action::Done);
+    let steps: Vec<(&str, Vec<Step>)> = keys.iter().map(|k| (k.as_str(), vec![slow; 40])).collect();
+    let borrowed: Vec<(&str, &[Step])> = steps.iter().map(|(k, s)| (*k, s.as_slice())).collect();
+    let reconciler = Scripted::new(&borrowed);
+    let assignment = stable_alone();
+    let fence = crate::election::Fence::closed();
+    let gate = crate::shard::Gate::new(crate::shard::Assignment::none(&"a".into()), fence.clone());
+    let queue = RateLimitingQueue::new(ItemExponential::new(ms(5), Duration::from_secs(60)));
+    let controller = Arc::new(
+        Controller::new("p", queue, Arc::clone(&reconciler), |_: &ObjectKey| None, 2)
+            .with_gate(Arc::clone(&gate), crate::shard::Placement::Keys),
+    );
+    let rejoin = || {
+        fence.open_until(Instant::now() + Duration::from_secs(3600));
+        gate.set(assignment.clone());
+        for key in &keys {
+            add(&controller, key);
+        }
+    };
+    let running = run(&controller);
+    rejoin();
+    for _ in 0..12 {
+        tokio::time::sleep(ms(500)).await;
+        fence.close();
+        let epoch = gate.revoke(crate::shard::Assignment::none(&"a".into()));
+        gate.drained(epoch).await;
+        // Renewed again, and rejoining: the fence is open before the next ring is stable.
+        fence.open_until(Instant::now() + Duration::from_secs(3600));
+        tokio::time::sleep(ms(200)).await;
+        rejoin();
+    }
+    let ended: HashSet<String> = reconciler.ended.lock().iter().cloned().collect();
+    let starved: Vec<&String> = keys.iter().filter(|k| !ended.contains(*k)).collect();
+    assert!(
+        starved.is_empty(),
+        "keys never reconciled through 12 lapses: {starved:?}"
+    );
     running.intake.cancel();
     running.done.await.unwrap();
 }

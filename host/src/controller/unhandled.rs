@@ -109,6 +109,18 @@ impl Unhandled {
         oldest
     }
 
+    /// Orders `keys` to be queued: those with a change no reconcile here has started on first,
+    /// oldest change first, then the others in their order. A replica queues the keys it gains
+    /// in this order, so after a handover or a lapse it reconciles what waits before what it had
+    /// already reconciled.
+    pub fn oldest_first(&self, keys: &mut [ObjectKey]) {
+        let state = self.state.lock();
+        keys.sort_by_key(|key| match state.waiting.get(key) {
+            Some(changed) => (false, Some(*changed)),
+            None => (true, None),
+        });
+    }
+
     /// How many keys have a change noted.
     #[must_use]
     pub fn len(&self) -> usize {
@@ -167,6 +179,35 @@ mod tests {
         let gone = |_: &ObjectKey| false;
         unhandled.oldest(mine, gone);
         assert_eq!(unhandled.len(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn keys_gained_are_ordered_waiting_changes_first_and_oldest_first() {
+        let unhandled = Unhandled::default();
+        unhandled.changed(&key("late"));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        unhandled.changed(&key("later"));
+        unhandled.changed(&key("handled"));
+        unhandled.started(&key("handled"));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        // A later change of a waiting key keeps its place.
+        unhandled.changed(&key("late"));
+        let mut keys: Vec<ObjectKey> = ["quiet-b", "handled", "later", "quiet-a", "late"]
+            .into_iter()
+            .map(key)
+            .collect();
+        unhandled.oldest_first(&mut keys);
+        let names: Vec<&str> = keys.iter().map(ObjectKey::as_str).collect();
+        assert_eq!(
+            names,
+            [
+                "default/late",
+                "default/later",
+                "default/quiet-b",
+                "default/handled",
+                "default/quiet-a"
+            ]
+        );
     }
 
     #[test]

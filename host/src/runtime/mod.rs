@@ -288,34 +288,41 @@ impl Runtime {
         }
         let rescan = {
             let (name, queue, placement) = (spec.name.clone(), queue.clone(), spec.placement);
-            let causes = Arc::clone(&causes);
+            let (causes, unhandled) = (Arc::clone(&causes), Arc::clone(&unhandled));
             move |before: &Assignment, now: &Assignment| {
                 let mut owned = 0;
-                // One span marks the handover, for every key it brought.
-                let mut handover = None;
+                let mut gained = Vec::new();
                 for object in store.list() {
                     let key = object.key();
                     let ring_key = placement.ring_key(key.as_str());
                     if now.admits(&name, ring_key) {
                         owned += 1;
                         if !before.admits(&name, ring_key) {
-                            let link = handover.get_or_insert_with(|| {
-                                crate::telemetry::traces::mark(
-                                    || format!("handover {name}"),
-                                    || {
-                                        vec![opentelemetry::KeyValue::new(
-                                            "reconcile.controller",
-                                            name.clone(),
-                                        )]
-                                    },
-                                )
-                            });
-                            let mut cause = Cause::now(Why::Handover);
-                            cause.link.clone_from(link);
-                            causes.note(&key, cause);
-                            queue.add(key);
+                            gained.push(key);
                         }
                     }
+                }
+                if gained.is_empty() {
+                    return owned;
+                }
+                // Changes that wait first: the cache's order would put the same keys first
+                // after every handover.
+                unhandled.oldest_first(&mut gained);
+                // One span marks the handover, for every key it brought.
+                let link = crate::telemetry::traces::mark(
+                    || format!("handover {name}"),
+                    || {
+                        vec![opentelemetry::KeyValue::new(
+                            "reconcile.controller",
+                            name.clone(),
+                        )]
+                    },
+                );
+                for key in gained {
+                    let mut cause = Cause::now(Why::Handover);
+                    cause.link.clone_from(&link);
+                    causes.note(&key, cause);
+                    queue.add(key);
                 }
                 owned
             }

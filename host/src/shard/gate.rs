@@ -77,11 +77,13 @@ impl std::fmt::Debug for Gate {
 pub enum Admission {
     /// Dispatch it; drop the ticket when the reconcile ends.
     Admitted(Ticket),
-    /// Another replica's key now: drop it (its owner has it queued, or queues it from its cache
-    /// when it takes it over).
+    /// Another replica's key on a ring this one knows: drop it (its owner has it queued, or
+    /// queues it from its cache when it takes it over).
     NotMine,
-    /// The fence is closed (the lease lapsed, or is being renewed late): keep the key for later.
-    Closed,
+    /// Not now, but the key is not known to be another's: the fence is closed (the lease
+    /// lapsed, or is being renewed late), or no ring is stable yet (before the first, after a
+    /// lapse). Keep the key in hand and ask again.
+    Wait,
 }
 
 /// A dispatch admitted by the gate; dropping it ends it.
@@ -133,8 +135,8 @@ impl Gate {
     /// Admits `key` of `plugin` placed by `placement`, or says why not.
     pub fn admit(self: &Arc<Self>, plugin: &str, placement: Placement, key: &str) -> Admission {
         let mut state = self.state.lock();
-        if !self.fence.is_open() {
-            return Admission::Closed;
+        if !self.fence.is_open() || state.assignment.stable().is_none() {
+            return Admission::Wait;
         }
         if !state.assignment.admits(plugin, placement.ring_key(key)) {
             return Admission::NotMine;
@@ -251,14 +253,16 @@ mod tests {
         let (mine, theirs) = (owned_by(&assignment, true), owned_by(&assignment, false));
         assert!(matches!(
             gate.admit("p", Placement::Keys, &mine),
-            Admission::Closed
+            Admission::Wait
         ));
         fence.open_until(tokio::time::Instant::now() + Duration::from_secs(60));
-        // Before the first stable ring nothing is mine.
-        assert!(matches!(
-            gate.admit("p", Placement::Keys, &mine),
-            Admission::NotMine
-        ));
+        // Before the first stable ring no key is known to be anyone's: it waits.
+        for key in [&mine, &theirs] {
+            assert!(matches!(
+                gate.admit("p", Placement::Keys, key),
+                Admission::Wait
+            ));
+        }
         gate.set(assignment.clone());
         assert!(matches!(
             gate.admit("p", Placement::Keys, &mine),
@@ -311,9 +315,9 @@ mod tests {
         assert!(new.revoked().is_cancelled(), "a lapse aborts what runs");
         drop(new);
         gate.drained(epoch).await;
-        assert!(matches!(
-            gate.admit("p", Placement::Keys, &key),
-            Admission::NotMine
-        ));
+        assert!(
+            matches!(gate.admit("p", Placement::Keys, &key), Admission::Wait),
+            "after a lapse no ring is known: the key is kept, not dropped"
+        );
     }
 }
