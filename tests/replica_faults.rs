@@ -4,7 +4,8 @@
 //! reach, delays, stalls and cuts connections and loads the CPU; then the checker
 //! (`common::faults`) judges the server's history: no write after its writer's fence closed, no
 //! key reconciled by two replicas at once, and every object reconciled at its last change soon
-//! after the faults stop. Leader and sharded mode.
+//! after the faults stop. Leader and sharded mode; in sharded mode a lapse storm follows (one
+//! replica lapsing again and again), during which every object must be reconciled too.
 //!
 //! Without `FAULT_SEEDS` it runs seed 1 for each mode; `FAULT_SEEDS` picks others (`7,12` or
 //! `random:50`), `FAULT_DURATIONS=default` uses client-go's Lease durations (`4000,3000,1000`
@@ -14,7 +15,8 @@
 //! sleep); `FAULT_CORES` pins the replicas and the busy processes to CPUs (`taskset -c`
 //! syntax, e.g. `1`) and `FAULT_BUSY` keeps that many busy processes on them for the whole run;
 //! `FAULT_SETTLE_SECONDS` sets the bound on convergence after the faults (five Leases plus 15 s);
-//! `FAULT_KEEP_LOGS` keeps every run's logs; `FAULT_HOST_BINARY` runs another build of the host. `make soak-replicas` runs random
+//! `FAULT_STORM_SECONDS` bounds the lapse storm that follows in sharded mode (15 Leases; 0 runs
+//! none); `FAULT_KEEP_LOGS` keeps every run's logs; `FAULT_HOST_BINARY` runs another build of the host. `make soak-replicas` runs random
 //! seeds; a failing seed runs again with the command its failure prints.
 
 use std::time::Duration;
@@ -60,6 +62,7 @@ async fn faults(mode: Mode) {
         )),
         cores: std::env::var("FAULT_CORES").ok().filter(|c| !c.is_empty()),
         steady_load: knob("FAULT_BUSY", 0),
+        storm: storm(mode, durations),
     };
     let server = ApiServer::start(Config::default())
         .await
@@ -97,6 +100,9 @@ async fn faults(mode: Mode) {
     if settings.steady_load > 0 {
         load.push_str(&format!(" FAULT_BUSY={}", settings.steady_load));
     }
+    if let Some(storm) = settings.storm {
+        load.push_str(&format!(" FAULT_STORM_SECONDS={}", storm.as_secs_f64()));
+    }
     assert!(
         failed.is_empty(),
         "{mode:?} mode failed the fault checker for seeds {failed:?} (reports above; replica \
@@ -106,6 +112,12 @@ async fn faults(mode: Mode) {
          FAULT_WAIT_MS={wait} FAULT_SETTLE_SECONDS={settle}{load} E2E_BACKEND={backend} cargo test -p end-to-end --test e2e replica_faults::{test}"
     );
     assert!(writes > 0, "no witness write was observed");
+}
+
+/// Sharded mode: the lapse storm's bound, `FAULT_STORM_SECONDS` (0: no storm) or 15 Leases.
+fn storm(mode: Mode, durations: Durations) -> Option<Duration> {
+    let seconds = knob("FAULT_STORM_SECONDS", (durations.lease * 15).as_secs_f64());
+    (mode == Mode::Sharded && seconds > 0.0).then(|| Duration::from_secs_f64(seconds))
 }
 
 /// The number in the environment variable `name`, or `default` when it is unset.

@@ -22,6 +22,7 @@ use super::observer::Observer;
 use super::proxy::Proxy;
 use super::replicas::{Durations, Replicas};
 use super::schedule::{Rng, schedule};
+use super::storm::{Storm, storm};
 use super::world::World;
 
 /// The plugin the witness guest runs as (the ring hashes its name with each key).
@@ -55,6 +56,9 @@ pub struct Settings {
     pub cores: Option<String>,
     /// Busy processes on those CPUs for the whole run (the schedule's contention comes on top).
     pub steady_load: usize,
+    /// Sharded mode: the bound on the lapse storm after the faults (see [`super::storm`]), or
+    /// `None` for no storm.
+    pub storm: Option<Duration>,
 }
 
 /// What one run found.
@@ -72,6 +76,8 @@ pub struct Outcome {
     pub gaps: Vec<String>,
     /// How long the objects took to converge after the faults stopped.
     pub converged_after: Option<Duration>,
+    /// The lapse storm, if one ran.
+    pub storm: Option<Storm>,
     /// The run's wall time.
     pub took: Duration,
 }
@@ -83,6 +89,10 @@ impl Outcome {
             && self.verdict.overlaps.is_empty()
             && self.unconverged.is_empty()
             && self.gaps.is_empty()
+            && self
+                .storm
+                .as_ref()
+                .is_none_or(|storm| storm.behind.is_empty())
     }
 
     /// Faults applied in all.
@@ -109,11 +119,34 @@ impl Outcome {
             ),
             self.took.as_secs_f64(),
         );
+        if let Some(storm) = &self.storm {
+            let _ = match storm.converged_after {
+                Some(after) => write!(
+                    text,
+                    "; lapse storm: {} lapses, converged {:.1} s after it began",
+                    storm.lapses,
+                    after.as_secs_f64()
+                ),
+                None => write!(
+                    text,
+                    "; lapse storm: {} lapses, {} objects never reconciled at their last change \
+                     during it",
+                    storm.lapses,
+                    storm.behind.len()
+                ),
+            };
+        }
+        let storm_behind = self
+            .storm
+            .as_ref()
+            .map(|storm| storm.behind.clone())
+            .unwrap_or_default();
         let lists = [
             ("late", &self.verdict.late),
             ("overlap", &self.verdict.overlaps),
             ("unconverged", &self.unconverged),
             ("gap", &self.gaps),
+            ("behind in the lapse storm", &storm_behind),
         ];
         for (what, items) in lists {
             for item in items.iter().take(20) {
@@ -208,6 +241,11 @@ pub async fn run(server: &Backend, dir: &Path, seed: u64, settings: &Settings) -
         writing.store(false, Ordering::Relaxed);
         writer.await.expect("the writer ends");
     }
+    let storm = match (settings.storm, &unconverged) {
+        (Some(bound), None) => Some(storm(&mut world, &objects, settings.durations, bound).await),
+        _ => None,
+    };
+    world.calm().await;
     let calm = Instant::now();
     let converged = match unconverged {
         Some(_) => None,
@@ -238,6 +276,7 @@ pub async fn run(server: &Backend, dir: &Path, seed: u64, settings: &Settings) -
         unconverged: unconverged.unwrap_or_default(),
         gaps: observer.gaps(),
         converged_after: converged,
+        storm,
         took: started.elapsed(),
     };
     if !outcome.clean() || std::env::var_os("FAULT_KEEP_LOGS").is_some() {
@@ -311,29 +350,7 @@ async fn write(
 async fn converge(objects: &Api<ConfigMap>, bound: Duration) -> Result<(), Vec<String>> {
     let deadline = Instant::now() + bound;
     loop {
-        let behind = match objects.list(&ListParams::default()).await {
-            Ok(list) => list
-                .items
-                .iter()
-                .filter_map(|object| {
-                    let annotations = object.metadata.annotations.clone().unwrap_or_default();
-                    let seen = annotations.get("ledger.test/seen");
-                    let version = object.data.as_ref().and_then(|d| d.get("v"));
-                    (seen != version).then(|| {
-                        format!(
-                            "{} v={} seen={} by={}",
-                            object.metadata.name.as_deref().unwrap_or_default(),
-                            version.map_or("-", String::as_str),
-                            seen.map_or("-", String::as_str),
-                            annotations
-                                .get("ledger.test/by")
-                                .map_or("-", String::as_str),
-                        )
-                    })
-                })
-                .collect(),
-            Err(error) => vec![format!("the list failed: {error}")],
-        };
+        let behind = behind(objects).await;
         if behind.is_empty() {
             return Ok(());
         }
@@ -341,6 +358,33 @@ async fn converge(objects: &Api<ConfigMap>, bound: Duration) -> Result<(), Vec<S
             return Err(behind);
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The objects whose `ledger.test/seen` is not their `data.v`, each described.
+pub(super) async fn behind(objects: &Api<ConfigMap>) -> Vec<String> {
+    match objects.list(&ListParams::default()).await {
+        Ok(list) => list
+            .items
+            .iter()
+            .filter_map(|object| {
+                let annotations = object.metadata.annotations.clone().unwrap_or_default();
+                let seen = annotations.get("ledger.test/seen");
+                let version = object.data.as_ref().and_then(|d| d.get("v"));
+                (seen != version).then(|| {
+                    format!(
+                        "{} v={} seen={} by={}",
+                        object.metadata.name.as_deref().unwrap_or_default(),
+                        version.map_or("-", String::as_str),
+                        seen.map_or("-", String::as_str),
+                        annotations
+                            .get("ledger.test/by")
+                            .map_or("-", String::as_str),
+                    )
+                })
+            })
+            .collect(),
+        Err(error) => vec![format!("the list failed: {error}")],
     }
 }
 

@@ -254,6 +254,17 @@ impl<'a> World<'a> {
         }
     }
 
+    /// SIGSTOP (`true`) or SIGCONT the replica in `slot` for the lapse storm, noted in the
+    /// timeline.
+    pub fn flap(&mut self, slot: usize, frozen: bool) {
+        let what = if frozen { "freeze" } else { "thaw" };
+        self.note(format!("lapse storm: {what} slot {slot}"));
+        if frozen {
+            *self.injected.entry("lapse-storm").or_default() += 1;
+        }
+        self.replicas.freeze(slot, frozen);
+    }
+
     /// The earliest pending undo, if any.
     pub fn next_due(&self) -> Option<Instant> {
         self.pending.iter().map(|(at, _)| *at).min()
