@@ -205,13 +205,23 @@ async fn worker<R: Reconciler>(
     abort: CancellationToken,
 ) {
     let queue = &shared.queue;
+    // A key whose reconcile a lapse revoked: dispatched again first (see `admit`).
+    let mut held: Option<ObjectKey> = None;
     loop {
-        let key = tokio::select! {
-            biased;
-            () = intake.cancelled() => return,
-            key = queue.get() => match key {
-                Some(key) => key,
-                None => return,
+        let key = match held.take() {
+            Some(key) if intake.is_cancelled() => {
+                queue.add(key.clone());
+                queue.done(&key);
+                return;
+            }
+            Some(key) => key,
+            None => tokio::select! {
+                biased;
+                () = intake.cancelled() => return,
+                key = queue.get() => match key {
+                    Some(key) => key,
+                    None => return,
+                },
             },
         };
         let ticket = match &shared.gate {
@@ -265,13 +275,17 @@ async fn worker<R: Reconciler>(
         drop(ticket);
         let Some(result) = result else {
             super::span::aborted(trace.as_ref());
-            // Aborted mid-reconcile: hand the key back so the next run reconciles it.
             shared.causes.restore(&key, Arc::unwrap_or_clone(causes));
-            queue.add(key.clone());
-            queue.done(&key);
             if abort.is_cancelled() {
+                // Aborted mid-reconcile: hand the key back so the next run reconciles it.
+                queue.add(key.clone());
+                queue.done(&key);
                 return;
             }
+            // Revoked by a lapse: kept in hand and dispatched again first once the gate admits
+            // it. Put back behind every key queued, the keys whose turn comes just before each
+            // lapse would be revoked again and again when lapses come often.
+            held = Some(key);
             continue;
         };
         let (completion, outcome, again) = match result {

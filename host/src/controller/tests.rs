@@ -502,3 +502,38 @@ async fn keys_keep_their_places_across_lapses_so_none_starves_when_lapses_outpac
     running.intake.cancel();
     running.done.await.unwrap();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_reconcile_revoked_by_a_lapse_runs_again_first_once_the_ring_is_stable() {
+    let slow = Step::Slow(Duration::from_secs(1), Action::Done);
+    let reconciler = Scripted::new(&[("ns/a", &[slow, slow]), ("ns/b", &[slow])]);
+    let assignment = stable_alone();
+    let fence = crate::election::Fence::closed();
+    fence.open_until(Instant::now() + Duration::from_secs(3600));
+    let gate = crate::shard::Gate::new(assignment.clone(), fence.clone());
+    gate.set(assignment.clone());
+    let queue = RateLimitingQueue::new(ItemExponential::new(ms(5), Duration::from_secs(60)));
+    let controller = Arc::new(
+        Controller::new("p", queue, Arc::clone(&reconciler), |_: &ObjectKey| None, 1)
+            .with_gate(Arc::clone(&gate), crate::shard::Placement::Keys),
+    );
+    let running = run(&controller);
+    add(&controller, "ns/a");
+    add(&controller, "ns/b");
+    tokio::time::sleep(ms(500)).await;
+    let epoch = gate.revoke(crate::shard::Assignment::none(&"a".into()));
+    gate.drained(epoch).await;
+    tokio::time::sleep(ms(300)).await;
+    gate.set(assignment);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let order: Vec<String> = reconciler
+        .calls
+        .lock()
+        .iter()
+        .map(|c| c.key.clone())
+        .collect();
+    assert_eq!(order, ["ns/a", "ns/a", "ns/b"], "the revoked key first");
+    assert_eq!(*reconciler.ended.lock(), ["ns/a", "ns/b"]);
+    running.intake.cancel();
+    running.done.await.unwrap();
+}

@@ -16,9 +16,10 @@ use super::replicas::Durations;
 use super::run::behind;
 use super::world::World;
 
-/// What each object's reconcile waits from the storm on (a sleep): long enough that the lapsing
+/// What each object's reconcile waits from the storm on, with no work before (a sleep, so the
+/// storm's pace does not hang on the CPU the machine has to spare): long enough that the lapsing
 /// replica cannot reconcile all its keys between two lapses.
-const WAIT: Duration = Duration::from_millis(400);
+pub const WAIT: Duration = Duration::from_millis(800);
 
 /// What the storm found.
 #[derive(Debug)]
@@ -60,6 +61,7 @@ pub async fn storm(
             .unwrap_or(1);
         let patch = serde_json::json!({"data": {
             "v": (version + 1).to_string(),
+            "ms": "0",
             "waitMs": WAIT.as_millis().to_string(),
         }});
         objects
@@ -67,7 +69,10 @@ pub async fn storm(
             .await
             .expect("a witness object changed for the storm");
     }
-    let frozen_for = durations.renew + (durations.lease - durations.renew) / 3;
+    // Past the fence (the renew deadline from the last renewal, at most half a retry period
+    // before the freeze), and short of the Lease by most of the margin, so the others still
+    // count it a member when it wakes.
+    let frozen_for = durations.renew + (durations.lease - durations.renew) / 5;
     let started = Instant::now();
     let mut lapses = 0;
     loop {
