@@ -15,7 +15,7 @@
 //! sleep); `FAULT_CORES` pins the replicas and the busy processes to CPUs (`taskset -c`
 //! syntax, e.g. `1`) and `FAULT_BUSY` keeps that many busy processes on them for the whole run;
 //! `FAULT_SETTLE_SECONDS` sets the bound on convergence after the faults (five Leases plus 15 s);
-//! `FAULT_STORM_SECONDS` bounds the lapse storm that follows in sharded mode (20 Leases; 0 runs
+//! `FAULT_STORM_SECONDS` bounds the lapse storm that follows in sharded mode (30 Leases; 0 runs
 //! none); `FAULT_KEEP_LOGS` keeps every run's logs; `FAULT_HOST_BINARY` runs another build of the host. `make soak-replicas` runs random
 //! seeds; a failing seed runs again with the command its failure prints.
 
@@ -114,9 +114,9 @@ async fn faults(mode: Mode) {
     assert!(writes > 0, "no witness write was observed");
 }
 
-/// Sharded mode: the lapse storm's bound, `FAULT_STORM_SECONDS` (0: no storm) or 20 Leases.
+/// Sharded mode: the lapse storm's bound, `FAULT_STORM_SECONDS` (0: no storm) or 30 Leases.
 fn storm(mode: Mode, durations: Durations) -> Option<Duration> {
-    let seconds = knob("FAULT_STORM_SECONDS", (durations.lease * 20).as_secs_f64());
+    let seconds = knob("FAULT_STORM_SECONDS", (durations.lease * 30).as_secs_f64());
     (mode == Mode::Sharded && seconds > 0.0).then(|| Duration::from_secs_f64(seconds))
 }
 
