@@ -1,6 +1,8 @@
 //! The bottom of a plugin's write path: TCP streams that refuse to send a byte once the
-//! replica's [`Fence`] is closed, checked on every write to the socket, below TLS — after
-//! every wait a write can meet on its way (pool, connect, TLS handshake, hyper's dispatch).
+//! replica's [`Fence`] has closed since the stream was opened, checked on every write to the
+//! socket, below TLS — after every wait a write can meet on its way (pool, connect, TLS
+//! handshake, hyper's dispatch). A stream opened before a lapse never writes again, even once
+//! the replica has renewed: whatever it still holds was admitted in the old term.
 
 use std::io;
 use std::pin::Pin;
@@ -13,7 +15,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tower::{BoxError, Service};
 
-use crate::election::Fence;
+use crate::election::{Fence, Term};
 
 /// Why a stream refused to send: the error inside the `PermissionDenied` [`io::Error`] a
 /// write fails with.
@@ -25,22 +27,24 @@ use crate::election::Fence;
 )]
 pub struct FenceClosed;
 
-/// A stream whose writes fail while `fence` is closed; reads pass.
+/// A stream whose writes fail unless `fence` is open in the term it was opened in; reads pass.
 #[derive(Debug)]
 pub struct FencedIo<T> {
     inner: T,
     fence: Fence,
+    term: Option<Term>,
 }
 
 impl<T> FencedIo<T> {
-    /// Wraps `inner`, checking `fence` before every write.
+    /// Wraps `inner`, opened in `term` (`None`: the fence was closed), checking before every
+    /// write that `fence` is still open in that term.
     #[must_use]
-    pub fn new(inner: T, fence: Fence) -> Self {
-        Self { inner, fence }
+    pub fn new(inner: T, fence: Fence, term: Option<Term>) -> Self {
+        Self { inner, fence, term }
     }
 
     fn check(&self) -> io::Result<()> {
-        if self.fence.is_open() {
+        if self.term.is_some_and(|term| self.fence.is_open_in(term)) {
             Ok(())
         } else {
             Err(io::Error::new(io::ErrorKind::PermissionDenied, FenceClosed))
@@ -121,11 +125,13 @@ impl Service<Uri> for FencedConnector {
     }
 
     fn call(&mut self, uri: Uri) -> Self::Future {
+        // The term of the request that asked for the connection, before any wait.
+        let term = self.fence.term();
         let connecting = self.inner.call(uri);
         let fence = self.fence.clone();
         Box::pin(async move {
             let stream = connecting.await?.into_inner();
-            Ok(TokioIo::new(FencedIo::new(stream, fence)))
+            Ok(TokioIo::new(FencedIo::new(stream, fence, term)))
         })
     }
 }
@@ -145,10 +151,11 @@ mod tests {
         let fence = Fence::closed();
         fence.open_until(tokio::time::Instant::now() + Duration::from_secs(3600));
         let (ours, mut server) = tokio::io::duplex(64 * 1024);
-        let (mut sender, connection) =
-            hyper::client::conn::http1::handshake(TokioIo::new(FencedIo::new(ours, fence.clone())))
-                .await
-                .expect("handshake");
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(
+            FencedIo::new(ours, fence.clone(), fence.term()),
+        ))
+        .await
+        .expect("handshake");
         let driver = tokio::spawn(connection);
         let request = Request::post("http://api.invalid/api/v1/namespaces/default/configmaps")
             .body(Body::from(b"{}".to_vec()))
@@ -178,10 +185,43 @@ mod tests {
         );
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_opened_before_a_lapse_sends_nothing_once_the_replica_renewed() {
+        let fence = Fence::closed();
+        fence.open_until(tokio::time::Instant::now() + Duration::from_secs(2));
+        let (ours, mut server) = tokio::io::duplex(1024);
+        let mut old = FencedIo::new(ours, fence.clone(), fence.term());
+        tokio::io::AsyncWriteExt::write_all(&mut old, b"before")
+            .await
+            .expect("sent while open");
+        // Frozen past its deadline, then renewed: open again, in a new term.
+        tokio::time::advance(Duration::from_secs(3)).await;
+        fence.open_until(tokio::time::Instant::now() + Duration::from_secs(2));
+        assert!(fence.is_open());
+        let refused = tokio::io::AsyncWriteExt::write_all(&mut old, b"after")
+            .await
+            .expect_err("a stream of the old term is refused");
+        assert_eq!(refused.kind(), io::ErrorKind::PermissionDenied);
+        drop(old);
+        let mut received = Vec::new();
+        server.read_to_end(&mut received).await.expect("read");
+        assert_eq!(String::from_utf8_lossy(&received), "before");
+        // A stream opened in the new term writes.
+        let (ours, mut server) = tokio::io::duplex(1024);
+        let mut new = FencedIo::new(ours, fence.clone(), fence.term());
+        tokio::io::AsyncWriteExt::write_all(&mut new, b"new term")
+            .await
+            .expect("sent in the new term");
+        drop(new);
+        let mut received = Vec::new();
+        server.read_to_end(&mut received).await.expect("read");
+        assert_eq!(String::from_utf8_lossy(&received), "new term");
+    }
+
     #[tokio::test]
     async fn reads_pass_a_closed_fence() {
         let (ours, mut theirs) = tokio::io::duplex(1024);
-        let mut fenced = FencedIo::new(ours, Fence::closed());
+        let mut fenced = FencedIo::new(ours, Fence::closed(), None);
         tokio::io::AsyncWriteExt::write_all(&mut theirs, b"answer")
             .await
             .expect("write");

@@ -173,17 +173,16 @@ fn build(
     config.default_retry = false;
     let url = config.cluster_url.to_string();
     // A fenced client's writes travel on a pool of their own, fenced down to the socket.
-    let write = match &fence {
-        Some(fence) => {
-            Some(
-                split::write_pool(&config, fence).map_err(|source| ClientError::Build {
+    let write =
+        match &fence {
+            Some(fence) => Some(split::WritePools::new(&config, fence).map_err(|source| {
+                ClientError::Build {
                     url: url.clone(),
                     source,
-                })?,
-            )
-        }
-        None => None,
-    };
+                }
+            })?),
+            None => None,
+        };
     let builder =
         ClientBuilder::try_from(config).map_err(|source| ClientError::Build { url, source })?;
     let fence = FenceLayer::new(fence.unwrap_or_else(crate::election::Fence::always_open));

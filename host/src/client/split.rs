@@ -1,7 +1,9 @@
 //! Two connection pools for a fenced client: reads keep kube's default stack; writes (every
 //! method but GET, HEAD and OPTIONS) travel on a pool of their own whose TCP streams check the
 //! replica's [`Fence`] on every write, below TLS, and whose answers are abandoned when the
-//! fence closes first.
+//! fence closes first. The write pool belongs to one term of the fence: once the fence has
+//! closed and opened again, writes go on a new pool (the old one's connections may no longer
+//! write, and are dropped with it).
 //!
 //! The write pool is built as kube builds its default one (`ClientBuilder::try_from`): the
 //! same TLS configuration (rustls, from `ConfigExt`), the same auth and header layers, the
@@ -20,16 +22,48 @@ use tower::{BoxError, Layer, Service, ServiceBuilder, ServiceExt};
 use super::abandon::AbandonService;
 use super::fenced::is_write;
 use super::fenced_io::FencedConnector;
-use crate::election::Fence;
+use crate::election::{Fence, Term};
 
 /// The write pool's stack, answering as kube's default stack does.
 pub type WriteService = BoxService<Request<Body>, Response<Box<DynBody>>, BoxError>;
+
+/// The write pool of the fence's current term, built again when a new term begins.
+pub struct WritePools {
+    config: kube::Config,
+    fence: Fence,
+    term: Option<Term>,
+    pool: WriteService,
+}
+
+impl WritePools {
+    /// The write pools for `config`, fenced by `fence`.
+    ///
+    /// # Errors
+    /// As [`write_pool`].
+    pub fn new(config: &kube::Config, fence: &Fence) -> Result<Self, kube::Error> {
+        Ok(Self {
+            config: config.clone(),
+            fence: fence.clone(),
+            term: fence.term(),
+            pool: write_pool(config, fence)?,
+        })
+    }
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        let term = self.fence.term();
+        if term.is_some() && term != self.term {
+            self.pool = write_pool(&self.config, &self.fence)?;
+            self.term = term;
+        }
+        self.pool.poll_ready(cx)
+    }
+}
 
 /// The write pool for `config`, its streams fenced by `fence`.
 ///
 /// # Errors
 /// When kube refuses `config`'s TLS material or auth settings.
-pub fn write_pool(config: &kube::Config, fence: &Fence) -> Result<WriteService, kube::Error> {
+fn write_pool(config: &kube::Config, fence: &Fence) -> Result<WriteService, kube::Error> {
     let mut tcp = HttpConnector::new();
     tcp.enforce_http(false);
     let tls =
@@ -48,16 +82,16 @@ pub fn write_pool(config: &kube::Config, fence: &Fence) -> Result<WriteService, 
     Ok(BoxService::new(service.map_err(Into::into)))
 }
 
-/// Routes writes to a [`write_pool`], everything else to the stack below (all requests,
-/// without a write pool).
+/// Routes writes to [`WritePools`], everything else to the stack below (all requests,
+/// without write pools).
 pub struct SplitLayer {
-    write: parking_lot::Mutex<Option<WriteService>>,
+    write: parking_lot::Mutex<Option<WritePools>>,
 }
 
 impl SplitLayer {
     /// A layer sending writes through `write`, if any; it can be applied once.
     #[must_use]
-    pub fn new(write: Option<WriteService>) -> Self {
+    pub fn new(write: Option<WritePools>) -> Self {
         Self {
             write: parking_lot::Mutex::new(write),
         }
@@ -79,7 +113,7 @@ impl<S> Layer<S> for SplitLayer {
 /// The service of [`SplitLayer`].
 pub struct Split<S> {
     read: S,
-    write: Option<WriteService>,
+    write: Option<WritePools>,
 }
 
 impl<S> Service<Request<Body>> for Split<S>
@@ -103,7 +137,7 @@ where
 
     fn call(&mut self, request: Request<Body>) -> Self::Future {
         if let Some(write) = self.write.as_mut().filter(|_| is_write(request.method())) {
-            write.call(request)
+            write.pool.call(request)
         } else {
             let call = self.read.call(request);
             Box::pin(async move { call.await.map_err(Into::into) })
@@ -117,7 +151,10 @@ mod tests {
 
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::api::{Api, PostParams};
-    use tokio::io::AsyncReadExt;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
     use crate::client::{ClientLimits, fenced_client};
@@ -180,6 +217,87 @@ mod tests {
             message.contains("abandoned")
                 && message.contains("may or may not have reached the API server"),
             "{message}"
+        );
+    }
+
+    /// A server answering every request with `201` and a ConfigMap, keeping connections
+    /// alive; counts the connections it accepted.
+    async fn answering_server() -> (String, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("address"));
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = Arc::clone(&accepted);
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut received = Vec::new();
+                    let mut buffer = [0; 4096];
+                    loop {
+                        let Some(end) = received.windows(4).position(|w| w == b"\r\n\r\n") else {
+                            match socket.read(&mut buffer).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(read) => received.extend_from_slice(&buffer[..read]),
+                            }
+                            continue;
+                        };
+                        let head = String::from_utf8_lossy(&received[..end]).to_lowercase();
+                        let length: usize = head
+                            .lines()
+                            .find_map(|line| line.strip_prefix("content-length:"))
+                            .map_or(0, |value| value.trim().parse().expect("length"));
+                        while received.len() < end + 4 + length {
+                            match socket.read(&mut buffer).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(read) => received.extend_from_slice(&buffer[..read]),
+                            }
+                        }
+                        received.drain(..end + 4 + length);
+                        let body =
+                            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"m"}}"#;
+                        let answer = format!(
+                            "HTTP/1.1 201 Created\r\ncontent-type: application/json\r\n\
+                             content-length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if socket.write_all(answer.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (url, accepted)
+    }
+
+    #[tokio::test]
+    async fn after_a_lapse_and_a_renewal_writes_go_on_new_connections_and_succeed() {
+        let (url, accepted) = answering_server().await;
+        let mut config = kube::Config::new(url.parse().expect("url"));
+        config.default_namespace = "default".into();
+        let fence = Fence::closed();
+        fence.open_until(tokio::time::Instant::now() + Duration::from_secs(3600));
+        let client =
+            fenced_client(config, &ClientLimits::default(), fence.clone(), None).expect("client");
+        let api: Api<ConfigMap> = Api::namespaced(client, "default");
+        let object = ConfigMap::default();
+        api.create(&PostParams::default(), &object)
+            .await
+            .expect("written while open");
+        api.create(&PostParams::default(), &object)
+            .await
+            .expect("written again, on the same connection");
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        // A lapse and a renewal: a new term. The idle connection of the old one may not write.
+        fence.close();
+        fence.open_until(tokio::time::Instant::now() + Duration::from_secs(3600));
+        api.create(&PostParams::default(), &object)
+            .await
+            .expect("the first write of the new term is sent, not refused");
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            2,
+            "the new term's write went on a new connection"
         );
     }
 }

@@ -31,5 +31,5 @@ mod tests;
 
 pub use config::{ConfigError, ElectionConfig, JITTER_FACTOR, default_identity};
 pub use elector::{ElectionError, LeaderElector, Leadership};
-pub use fence::Fence;
+pub use fence::{Fence, Term};
 pub use lock::{KubeLease, LeaseLock, LockError, Observed};
