@@ -183,9 +183,9 @@ mod tests {
         (url, arrived)
     }
 
-    #[tokio::test]
-    async fn a_write_unanswered_when_the_fence_closes_ends_as_abandoned() {
-        let (url, arrived) = silent_server().await;
+    /// A fence open for an hour, and a ConfigMap API of a fenced client of `url` (answers
+    /// awaited as long).
+    fn open_fence_and_api(url: &str) -> (Fence, Api<ConfigMap>) {
         let mut config = kube::Config::new(url.parse().expect("url"));
         config.default_namespace = "default".into();
         config.read_timeout = Some(Duration::from_secs(3600));
@@ -193,7 +193,13 @@ mod tests {
         fence.open_until(tokio::time::Instant::now() + Duration::from_secs(3600));
         let client =
             fenced_client(config, &ClientLimits::default(), fence.clone(), None).expect("client");
-        let api: Api<ConfigMap> = Api::namespaced(client, "default");
+        (fence, Api::namespaced(client, "default"))
+    }
+
+    #[tokio::test]
+    async fn a_write_unanswered_when_the_fence_closes_ends_as_abandoned() {
+        let (url, arrived) = silent_server().await;
+        let (fence, api) = open_fence_and_api(&url);
         let object = ConfigMap {
             metadata: kube::core::ObjectMeta {
                 name: Some("unanswered".to_owned()),
@@ -273,13 +279,7 @@ mod tests {
     #[tokio::test]
     async fn after_a_lapse_and_a_renewal_writes_go_on_new_connections_and_succeed() {
         let (url, accepted) = answering_server().await;
-        let mut config = kube::Config::new(url.parse().expect("url"));
-        config.default_namespace = "default".into();
-        let fence = Fence::closed();
-        fence.open_until(tokio::time::Instant::now() + Duration::from_secs(3600));
-        let client =
-            fenced_client(config, &ClientLimits::default(), fence.clone(), None).expect("client");
-        let api: Api<ConfigMap> = Api::namespaced(client, "default");
+        let (fence, api) = open_fence_and_api(&url);
         let object = ConfigMap::default();
         api.create(&PostParams::default(), &object)
             .await
