@@ -74,7 +74,7 @@ suite-guests-c suite-guests-go: suite-wit-c
 $(GUEST_LANGUAGES:%=suite-guests-%): suite-guests-%:
 	$(SUITE) guests-$*
 suite-unit-run: suite-test-build $(GUEST_LANGUAGES:%=suite-guests-%) suite-guest-cfg
-	$(SUITE) unit-run
+	$(SUITE) unit-run UNIT_SKIP="$(E2E_REAL_ONCE)"
 suite-e2e-real: suite-unit-run suite-control-plane
 	$(SUITE) e2e-real
 suite-go-test: suite-guests-go
@@ -109,7 +109,8 @@ fmt-check:
 	$(STEP) fmt $(CARGO) fmt --all -- --check
 
 ## The source tree's rules (docs/architecture.md): no file over 600 lines, a `//!` line on every
-## file, no import circle between files, the plugin rooms used only from above.
+## file, no import circle between files, the plugin rooms used only from above, no module named
+## like the end of an end-to-end module's name (a `--skip` filter of `unit-run`).
 .PHONY: structure
 structure:
 	$(STEP) structure python3 scripts/check-structure.py
@@ -144,52 +145,38 @@ test-build:
 
 ## Every test in the workspace against the embedded API server, but the fault checker's runs
 ## (E2E_REAL_ONLY: they judge replicas against the real server's history; `e2e-real` runs their
-## suite seed, `make soak-replicas` random ones).
+## suite seed, `make soak-replicas` random ones) and the modules of UNIT_SKIP (`make test` passes
+## E2E_REAL_ONCE: they run once, on the real server, in `e2e-real`; `make test-fast` runs them here).
 E2E_REAL_ONLY := replica_faults::
 unit: test-build unit-run
 unit-run:
-	PATH="$(VENV)/bin:$$PATH" E2E_NO_SERVER="$(E2E_NO_SERVER)" $(LINTED) $(STEP) unit-run $(CARGO) test --workspace --locked \
-	  -- $(E2E_REAL_ONLY:%=--skip %)
+	PATH="$(VENV)/bin:$$PATH" $(LINTED) $(STEP) unit-run $(CARGO) test --workspace --locked \
+	  -- $(E2E_REAL_ONLY:%=--skip %) $(UNIT_SKIP:%=--skip %::)
 
-## The end-to-end tests again, against a real kube-apiserver and etcd (one control plane for the
-## whole `e2e` binary, its tests taking turns on it; docs/testing.md says which tests need the
+## The end-to-end modules that run against a real kube-apiserver and etcd (one control plane for
+## the whole `e2e` binary, its tests taking turns on it; docs/testing.md says which tests need the
 ## embedded server and stay on it), then the fidelity suite that holds the embedded server to it,
 ## then the fault checker's short schedule (seed 1, leader and sharded mode, about 100 s; the
-## log keeps each run's line with its seed and how to run it again).
+## log keeps each run's line with its seed and how to run it again). `make test` runs the modules
+## of E2E_REAL_ONCE on the real server only (the embedded server's answers are held to the real
+## one by `fidelity`); those of E2E_BOTH also on the embedded server, where they check what the
+## real one does not reach: its own authorization (`Config::authorization(true)`), and
+## `kubectl reconcile` reaching hosts by `--endpoint` instead of through the API server's proxy.
+## A module's name is a `--skip` filter there, a substring of test names: scripts/check-structure.py
+## fails if another module of the workspace has a name ending in it.
 .PHONY: e2e-real
 E2E_REAL_MODULES := example_plugins lang_c lang_go lang_javascript lang_python leader_fencing hot_reload \
 	in_cluster deployment rbac_enforced plugin_admission plugin_objects plugin_fetches scale_out safe_upgrades \
 	record_replay replicator_safety state_loss tenancy tenant_shares read_authorization namespaced_plugins \
-	new_plugin reconcile_why reconcile_logs traces
-## The tests of those modules that start no API server (the `reconcile` CLI, builds, `rbac`
-## output, replay): `unit-run` ran them already, so `e2e-real` skips them; `unit-run` passes the
-## list to the harness, which fails any of them that starts an API server (remove it from here).
-E2E_NO_SERVER := lang_c::ttl_reaper_c_answers_requeue_after_the_time_left_deletes_when_expired_and_skips_paused \
-	lang_c::ttl_reaper_c_native_tests_pass_under_sanitizers_without_leaks \
-	lang_go::reconcile_cli_records_the_same_calls_and_requeue_after_as_the_rust_website \
-	lang_javascript::reconcile_cli_records_the_same_calls_and_requeue_after_as_the_rust_website \
-	lang_python::python_unit_tests_of_the_replicator_pass \
-	lang_python::python_components_import_kube_reconcile_and_wasi_0_2_with_sockets \
-	lang_python::wasi_gives_a_python_reconcile_the_clock_env_entropy_and_stdio_but_no_files_or_network \
-	lang_python::python_noop_answers_done_and_calls_nothing \
-	lang_python::rust_and_python_replicators_make_the_same_calls_for_the_same_object \
-	in_cluster::rbac_for_the_examples_has_exactly_the_rules_they_need \
-	in_cluster::rbac_puts_a_namespaced_plugin_and_namespaced_grants_in_roles \
-	in_cluster::rbac_takes_plurals_that_are_not_derived_from_the_kind \
-	in_cluster::rbac_exits_2_with_the_manifests_own_message \
-	deployment::the_shipped_manifest_is_the_example_with_the_component_next_to_it \
-	deployment::the_shipped_plugin_rbac_is_what_reconcile_host_rbac_prints_for_its_manifest \
-	plugin_objects::rbac_of_an_object_file_gives_the_host_its_objects_status_and_module_config_map \
-	plugin_objects::the_deployed_crd_is_the_one_reconcile_host_crd_prints \
-	plugin_admission::the_policys_per_combination_checks_are_one_check_for_each_index \
-	record_replay::replay_is_deterministic_for_guests_in_every_language
+	new_plugin reconcile_why reconcile_logs reconcile_traces
+E2E_BOTH := tenancy tenant_shares read_authorization namespaced_plugins reconcile_why reconcile_logs
+E2E_REAL_ONCE := $(filter-out $(E2E_BOTH),$(E2E_REAL_MODULES))
 ## `--workspace` (not `-p end-to-end`) resolves dependency features as `unit` does, so the
 ## crates `unit` built are reused instead of rebuilt; `--test` picks the binary, the `<module>::`
 ## filters its modules.
 e2e-real: control-plane
 	PATH="$(VENV)/bin:$$PATH" E2E_BACKEND=real $(LINTED) $(STEP) e2e-real \
-	  $(CARGO) test --workspace --locked --test e2e -- $(E2E_REAL_MODULES:%=%::) \
-	  $(E2E_NO_SERVER:%=--skip %)
+	  $(CARGO) test --workspace --locked --test e2e -- $(E2E_REAL_MODULES:%=%::)
 	$(LINTED) $(STEP) fidelity $(CARGO) test --workspace --locked --test fidelity
 	E2E_BACKEND=real $(LINTED) $(STEP) replica-faults $(CARGO) test --workspace --locked \
 	  --test e2e -- $(E2E_REAL_ONLY) --nocapture --test-threads 1

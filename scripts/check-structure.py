@@ -12,12 +12,17 @@ Re-exports themselves are not edges; `mod x;` declarations are not edges; neithe
 Rooms are layered: a file in a room may not name an item of a room above it (LAYERS below: the
 plugin rooms of host/src, lowest first; a room names only rooms listed before it).
 
+The end-to-end binary's module names are test filters: `make test` passes `--skip <module>::` to
+every test binary of the workspace, and a filter is a substring of a test's path, so no other
+module of the workspace may have a name ending in one of them (it would skip that module's tests).
+
 Usage: scripts/check-structure.py [--max-lines N] [SRC_DIR ...]   (default: host/src apiserver/src)
 Exits 1 and names every file and circle at fault.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
@@ -29,6 +34,11 @@ DEFAULT_ROOTS = ["host/src", "apiserver/src"]
 LAYERS = {"host/src": ["config", "manifest", "wasm", "upgrade", "delivery"]}
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 PATH_RE = re.compile(rf"\b(crate|super|self)((?:\s*::\s*{IDENT})+)")
+MOD_RE = re.compile(rf"\bmod\s+({IDENT})\b")
+# tests/e2e.rs's modules; `common` is its harness, never a filter.
+E2E_ROOT = Path("tests/e2e.rs")
+E2E_HARNESS = "common"
+SKIPPED_DIRS = {"target", "node_modules"}
 DEFINES_RE = r"\b(?:struct|enum|union|fn|trait|type|const|static|mod|macro_rules!)\s+{name}\b"
 
 
@@ -281,6 +291,26 @@ def shortest_cycle(graph: dict[Path, set[Path]], component: list[Path]) -> list[
     return component
 
 
+def filter_collisions(repo: Path) -> list[str]:
+    """Modules of the workspace whose names end in an end-to-end module's name (a `--skip` filter)."""
+    e2e = set(MOD_RE.findall(strip_comments_and_strings((repo / E2E_ROOT).read_text())))
+    e2e.discard(E2E_HARNESS)
+    problems = []
+    for directory, subdirs, files in os.walk(repo):
+        subdirs[:] = sorted(d for d in subdirs if d not in SKIPPED_DIRS and not d.startswith("."))
+        for path in sorted(Path(directory) / f for f in files if f.endswith(".rs")):
+            declared = MOD_RE.findall(strip_comments_and_strings(path.read_text(errors="replace")))
+            for name in declared:
+                if path.relative_to(repo) == E2E_ROOT and name in e2e:
+                    continue
+                for module in sorted(m for m in e2e if name.endswith(m)):
+                    problems.append(
+                        f"error: {path.relative_to(repo)} declares `mod {name}`, whose name ends in the "
+                        f"end-to-end module `{module}`: `make test`'s `--skip {module}::` would skip its "
+                        "tests too; rename one of them")
+    return problems
+
+
 def room(root: Path, path: Path, layers: list[str]) -> str | None:
     top = path.relative_to(root).parts[0].removesuffix(".rs")
     return top if top in layers else None
@@ -324,11 +354,15 @@ def main() -> int:
             print("  for example: " + " -> ".join(str(p.relative_to(root)) for p in cycle))
             print("  fix: move what both sides need into a module below them, or pass it in")
             problems += 1
+    for problem in filter_collisions(Path(__file__).resolve().parent.parent):
+        print(problem)
+        problems += 1
     if problems:
         print(f"{problems} structure problem(s); the rules are in docs/architecture.md")
         return 1
     print(f"structure ok: {', '.join(args.roots)} (no file over {args.max_lines} lines, "
-          "every file opens with `//!`, no import circle, rooms used only from above)")
+          "every file opens with `//!`, no import circle, rooms used only from above; no module "
+          "name ends in an end-to-end module's)")
     return 0
 
 

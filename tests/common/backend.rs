@@ -44,20 +44,6 @@ pub fn real() -> bool {
     kind() == Kind::Real
 }
 
-/// Fails the calling test if the Makefile lists it in `E2E_NO_SERVER` (the tests `make e2e-real`
-/// skips because they start no API server): a test there that starts one would never meet the
-/// real server.
-fn refuse_if_listed_as_serverless() {
-    let thread = std::thread::current();
-    let Some(test) = thread.name() else { return };
-    let listed = std::env::var("E2E_NO_SERVER").unwrap_or_default();
-    assert!(
-        !listed.split_whitespace().any(|name| name == test),
-        "{test} starts an API server, but the Makefile's E2E_NO_SERVER lists it as a test that \
-         starts none, so `make e2e-real` skips it; remove it from E2E_NO_SERVER"
-    );
-}
-
 /// The API server of one test.
 pub enum Backend {
     /// A fresh embedded API server.
@@ -79,7 +65,6 @@ impl Backend {
     /// # Errors
     /// The embedded server's start-up error (the real one panics, naming its log).
     pub async fn start(config: Config) -> Result<Self, StartError> {
-        refuse_if_listed_as_serverless();
         match kind() {
             Kind::Embedded => ApiServer::start(config).await.map(Self::Embedded),
             Kind::Real => {
