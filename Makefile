@@ -75,8 +75,11 @@ $(GUEST_LANGUAGES:%=suite-guests-%): suite-guests-%:
 	$(SUITE) guests-$*
 suite-unit-run: suite-test-build $(GUEST_LANGUAGES:%=suite-guests-%) suite-guest-cfg
 	$(SUITE) unit-run UNIT_SKIP="$(E2E_REAL_ONCE)"
+## fidelity (mostly waiting on its two servers) beside the end-to-end modules; the fault checker,
+## which brings its own CPU contention, alone after them
 suite-e2e-real: suite-unit-run suite-control-plane
-	$(SUITE) e2e-real
+	$(SUITE) -j2 e2e-real-modules fidelity
+	$(SUITE) replica-faults
 suite-go-test: suite-guests-go
 	$(SUITE) go-test
 suite-js-test: suite-guests-js
@@ -164,7 +167,7 @@ unit-run:
 ## `kubectl reconcile` reaching hosts by `--endpoint` instead of through the API server's proxy.
 ## A module's name is a `--skip` filter there, a substring of test names: scripts/check-structure.py
 ## fails if another module of the workspace has a name ending in it.
-.PHONY: e2e-real
+.PHONY: e2e-real e2e-real-modules fidelity replica-faults
 E2E_REAL_MODULES := example_plugins lang_c lang_go lang_javascript lang_python leader_fencing hot_reload \
 	in_cluster deployment rbac_enforced plugin_admission plugin_objects plugin_fetches scale_out safe_upgrades \
 	record_replay replicator_safety state_loss tenancy tenant_shares read_authorization namespaced_plugins \
@@ -174,10 +177,13 @@ E2E_REAL_ONCE := $(filter-out $(E2E_BOTH),$(E2E_REAL_MODULES))
 ## `--workspace` (not `-p end-to-end`) resolves dependency features as `unit` does, so the
 ## crates `unit` built are reused instead of rebuilt; `--test` picks the binary, the `<module>::`
 ## filters its modules.
-e2e-real: control-plane
+e2e-real: e2e-real-modules fidelity replica-faults
+e2e-real-modules: control-plane
 	PATH="$(VENV)/bin:$$PATH" E2E_BACKEND=real $(LINTED) $(STEP) e2e-real \
 	  $(CARGO) test --workspace --locked --test e2e -- $(E2E_REAL_MODULES:%=%::)
+fidelity: control-plane
 	$(LINTED) $(STEP) fidelity $(CARGO) test --workspace --locked --test fidelity
+replica-faults: control-plane
 	E2E_BACKEND=real $(LINTED) $(STEP) replica-faults $(CARGO) test --workspace --locked \
 	  --test e2e -- $(E2E_REAL_ONLY) --nocapture --test-threads 1
 
