@@ -3,26 +3,26 @@
 //! admin token in `system:masters`, RBAC, service-account signing keys and a kubeconfig.
 //!
 //! The flags are those of `tools/control-plane/run.sh`; `tools/control-plane/README.md` explains
-//! them. Each process runs in its own process group. A watchdog bash (its own group too) reads
-//! the process ids on its stdin and, when that pipe closes — the control plane dropped, or the
-//! test process gone in any way, even SIGKILL — stops kube-apiserver first, then etcd (with etcd
-//! gone first kube-apiserver retries it for minutes), and removes the state directory. So no
-//! process outlives the test binary, also when the control plane sits in a `static`.
+//! them. Each process runs in its own process group, on the list of the plane's own
+//! [`Watchdog`]: when the control plane is dropped, or the test process is gone in any way, even
+//! SIGKILL, it stops kube-apiserver first, then etcd (with etcd gone first kube-apiserver
+//! retries it for minutes), and removes the state directory. So no process outlives the test
+//! binary, also when the control plane sits in a `static`.
 //!
 //! Not here, since there is no kube-controller-manager: no garbage collector (owned objects stay
 //! after their owner is deleted), no namespace finalisation (a deleted namespace stays
 //! `Terminating`), no `default` ServiceAccount per namespace (the harness creates the one in
 //! `default`; [`ControlPlane::service_account_token`] creates others on demand).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use std::os::unix::process::CommandExt;
 
 use super::host::{free_port, workspace};
 use super::process::stop_group;
+use super::watchdog::Watchdog;
 
 pub mod audit;
 mod wipe;
@@ -83,7 +83,7 @@ impl ControlPlane {
         )
         .expect("tokens.csv written");
         service_account_keys(&dir);
-        let mut watchdog = Watchdog::start(&dir);
+        let mut watchdog = Watchdog::start("control-plane-watchdog", Some(&dir));
 
         let mut last = String::new();
         for attempt in 1..=ATTEMPTS {
@@ -130,7 +130,7 @@ impl ControlPlane {
                     return plane;
                 }
                 Err(failure) => {
-                    stop_group(&mut etcd);
+                    watchdog.stop_group(&mut etcd);
                     if failure.port_clash {
                         last = failure.message;
                         continue;
@@ -261,12 +261,14 @@ impl Drop for ControlPlane {
     fn drop(&mut self) {
         // In order: kube-apiserver, then etcd.
         let processes = self.processes.get_mut();
-        stop_group(&mut processes.apiserver);
-        stop_group(&mut processes.etcd);
-        // Closing its stdin lets the watchdog find both gone and remove the state directory.
-        if let Some(Watchdog { mut child, stdin }) = processes.watchdog.take() {
-            drop(stdin);
-            let _ = child.wait();
+        if let Some(mut watchdog) = processes.watchdog.take() {
+            watchdog.stop_group(&mut processes.apiserver);
+            watchdog.stop_group(&mut processes.etcd);
+            // With its list closed, the watchdog removes the state directory.
+            watchdog.finish();
+        } else {
+            stop_group(&mut processes.apiserver);
+            stop_group(&mut processes.etcd);
         }
     }
 }
@@ -449,7 +451,7 @@ fn start_apiserver(
     match result {
         Ok(()) => Ok((child, url)),
         Err(failure) => {
-            stop_group(&mut child);
+            watchdog.stop_group(&mut child);
             Err(failure)
         }
     }
@@ -555,43 +557,4 @@ fn random_hex(bytes: usize) -> String {
 fn unique() -> usize {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-}
-
-/// The shell that stops the control plane when this process cannot: it reads process ids on its
-/// stdin, one a line; at end of input it sends SIGTERM to each one's process group in reverse
-/// order (kube-apiserver first), SIGKILL after 10 s, and removes the state directory.
-struct Watchdog {
-    child: Child,
-    stdin: ChildStdin,
-}
-
-const WATCHDOG: &str = r#"
-pids=""
-while read -r pid; do pids="$pid $pids"; done
-for pid in $pids; do
-  kill -TERM -- "-$pid" 2>/dev/null || continue
-  i=0
-  while kill -0 -- "-$pid" 2>/dev/null && [ "$i" -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-  kill -KILL -- "-$pid" 2>/dev/null
-done
-rm -rf "$1"
-"#;
-
-impl Watchdog {
-    fn start(dir: &Path) -> Self {
-        let mut child = Command::new("bash")
-            .args(["-c", WATCHDOG, "control-plane-watchdog"])
-            .arg(dir)
-            .process_group(0)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("sh runs");
-        let stdin = child.stdin.take().expect("stdin piped");
-        Self { child, stdin }
-    }
-
-    fn watch(&mut self, pid: u32) {
-        writeln!(self.stdin, "{pid}").expect("the watchdog reads its stdin");
-    }
 }

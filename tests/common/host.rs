@@ -172,6 +172,8 @@ pub fn manifest(dir: &Path, source: &str, module: &Path, overrides: &[(&str, &st
 /// A running host process; killed when dropped.
 pub struct Host {
     child: Child,
+    /// On the shared watchdog's list (see [`super::watchdog`]): until the process is reaped.
+    watched: bool,
     /// The telemetry address: as given, or, for port 0, as the host logs it once bound.
     metrics: OnceLock<String>,
     log: Arc<Mutex<String>>,
@@ -271,7 +273,7 @@ impl Host {
         if !given.ends_with(":0") {
             let _ = metrics.set(given.to_owned());
         }
-        let mut child = command.spawn().expect("host spawns");
+        let mut child = super::watchdog::spawn(&mut command).expect("host spawns");
         let log = Arc::new(Mutex::new(String::new()));
         let stderr = child.stderr.take().expect("stderr piped");
         let sink = Arc::clone(&log);
@@ -284,6 +286,7 @@ impl Host {
         });
         Self {
             child,
+            watched: true,
             metrics,
             log,
         }
@@ -419,6 +422,7 @@ impl Host {
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
             if let Some(status) = self.child.try_wait().expect("wait") {
+                self.unwatch();
                 // The reader thread ends (dropping its handle on the log) once it has read the
                 // pipe to its end.
                 super::eventually("the host's stderr to be read to its end", || {
@@ -438,12 +442,24 @@ impl Host {
 
     /// True while the process runs.
     pub fn running(&mut self) -> bool {
-        self.child.try_wait().expect("wait").is_none()
+        let running = self.child.try_wait().expect("wait").is_none();
+        if !running {
+            self.unwatch();
+        }
+        running
+    }
+
+    /// Takes the process off the shared watchdog's list, once: its id may be another's after.
+    fn unwatch(&mut self) {
+        if std::mem::take(&mut self.watched) {
+            super::watchdog::forget(self.child.id());
+        }
     }
 }
 
 impl Drop for Host {
     fn drop(&mut self) {
+        self.unwatch();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

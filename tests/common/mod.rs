@@ -12,6 +12,7 @@ pub mod process;
 pub mod registry;
 pub mod secure_telemetry;
 pub mod twin;
+pub mod watchdog;
 pub mod website;
 
 use std::time::Duration;

@@ -3,12 +3,11 @@
 //! optional htpasswd auth or TLS (a CA of the test's own); stopped on drop (its own process group), restartable on the same
 //! port and storage.
 
-use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::process::stop_group;
+use super::watchdog;
 
 /// How long a registry may take to answer `/v2/`.
 const READY: Duration = Duration::from_secs(20);
@@ -128,7 +127,7 @@ impl Registry {
     /// Stops the process (the storage stays).
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            stop_group(&mut child);
+            watchdog::stop(&mut child);
         }
     }
 
@@ -146,17 +145,17 @@ impl Registry {
             .append(true)
             .open(self.dir.join("registry.log"))
             .expect("registry log opens");
-        let mut child = Command::new(BINARY)
-            .arg("serve")
-            .arg(self.dir.join("config.yml"))
-            .process_group(0)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log handle"))
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!("cannot start {BINARY} ({e}); run scripts/install-test-deps.sh")
-            });
+        let mut child = watchdog::spawn(
+            Command::new(BINARY)
+                .arg("serve")
+                .arg(self.dir.join("config.yml"))
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().expect("log handle"))
+                .stderr(log),
+        )
+        .unwrap_or_else(|e| {
+            panic!("cannot start {BINARY} ({e}); run scripts/install-test-deps.sh")
+        });
         let deadline = Instant::now() + READY;
         loop {
             if answers(self.port) {
@@ -164,10 +163,11 @@ impl Registry {
                 return Ok(());
             }
             if let Some(status) = child.try_wait().ok().flatten() {
+                watchdog::forget(child.id());
                 return Err(format!("exited ({status}): {}", self.log()));
             }
             if Instant::now() >= deadline {
-                stop_group(&mut child);
+                watchdog::stop(&mut child);
                 return Err(format!("no answer on /v2/ after {READY:?}: {}", self.log()));
             }
             std::thread::sleep(Duration::from_millis(20));

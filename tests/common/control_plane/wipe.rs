@@ -1,7 +1,7 @@
 //! An API server that comes back without its state: etcd replaced by an empty one under the
 //! same kube-apiserver address.
 
-use super::{ATTEMPTS, ControlPlane, Watchdog, binaries, start_apiserver, start_etcd, stop_group};
+use super::{ATTEMPTS, ControlPlane, Watchdog, binaries, start_apiserver, start_etcd};
 
 impl ControlPlane {
     /// Stops kube-apiserver and etcd, starts etcd on an empty data directory and kube-apiserver
@@ -21,13 +21,13 @@ impl ControlPlane {
             .and_then(|port| port.parse().ok())
             .expect("the server URL ends with its port");
         let mut processes = self.processes.lock();
-        stop_group(&mut processes.apiserver);
-        stop_group(&mut processes.etcd);
-        processes.wipes += 1;
         let mut watchdog: Watchdog = processes
             .watchdog
             .take()
             .expect("a control plane in use has its watchdog");
+        watchdog.stop_group(&mut processes.apiserver);
+        watchdog.stop_group(&mut processes.etcd);
+        processes.wipes += 1;
         let mut last = String::new();
         for attempt in 1..=ATTEMPTS {
             let data = self
@@ -58,7 +58,7 @@ impl ControlPlane {
                     return;
                 }
                 Err(failure) => {
-                    stop_group(&mut etcd);
+                    watchdog.stop_group(&mut etcd);
                     last = failure.message;
                 }
             }

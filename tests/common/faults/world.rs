@@ -10,6 +10,7 @@ use kube::Api;
 use tokio::time::Instant;
 
 use crate::common::backend::Backend;
+use crate::common::watchdog;
 
 use super::proxy::Proxy;
 use super::replicas::Replicas;
@@ -338,8 +339,7 @@ impl<'a> World<'a> {
 
     fn stop(children: &mut Vec<Child>) {
         for mut child in children.drain(..) {
-            let _ = child.kill();
-            let _ = child.wait();
+            watchdog::kill(&mut child);
         }
     }
 }
@@ -354,7 +354,8 @@ impl Drop for World<'_> {
     }
 }
 
-/// A process that spins on a core (one of `cores`, when given) until killed.
+/// A process that spins on a core (one of `cores`, when given) until killed, on the shared
+/// watchdog's list: it dies with the test binary even when no `Drop` runs.
 fn busy(cores: Option<&str>) -> Child {
     let mut command = Command::new("sh");
     command.args(["-c", "while :; do :; done"]);
@@ -364,7 +365,6 @@ fn busy(cores: Option<&str>) -> Child {
     command
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("a busy process starts")
+        .stderr(Stdio::null());
+    watchdog::spawn(&mut command).expect("a busy process starts")
 }
