@@ -96,11 +96,6 @@ impl Watchdog {
         let stdin = self.stdin.as_mut().expect("the watchdog is not finished");
         writeln!(stdin, "{line}")
     }
-
-    /// The watchdog's own process id.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
 }
 
 /// The watchdog this test binary shares, started on first use; its stdin closes when the
